@@ -1,0 +1,33 @@
+//! Compiles `proto/` with the pure-Rust `protox` compiler, so a build needs nothing but cargo.
+//!
+//! Three outputs come from one parse: prost/tonic code for the gRPC binding, pbjson serde impls
+//! for ProtoJSON, and the encoded descriptor set (which keeps custom options such as
+//! `google.api.http`) for server reflection and descriptor-driven JSON.
+use std::{env, path::PathBuf};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+
+    let mut compiler = protox::Compiler::new(["proto"])?;
+    compiler.include_imports(true).include_source_info(true);
+    compiler.open_files(["lf/a2a/v1/a2a.proto"])?;
+
+    // `encode_file_descriptor_set` keeps extension options; `file_descriptor_set` drops them.
+    let descriptor_bytes = compiler.encode_file_descriptor_set();
+    std::fs::write(out.join("a2a_descriptor.bin"), &descriptor_bytes)?;
+
+    let mut config = prost_build::Config::new();
+    config.enable_type_names();
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .compile_fds_with_config(compiler.file_descriptor_set(), config)?;
+
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_bytes)?
+        .build(&[".lf.a2a.v1"])?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! Who is calling, and with which A2A service parameters.
+//!
+//! Every binding turns its transport's metadata (gRPC metadata, HTTP headers, query
+//! parameters) into one [`CallContext`]; the core checks it the same way for all of them.
+use crate::error::A2aError;
+
+/// The principal every call has while authentication is off.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// Who a task belongs to. Every lookup is scoped by it: another owner sees `TaskNotFound`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Owner {
+    /// The request's `tenant` field (empty when the server is not multi-tenant).
+    pub tenant: String,
+    /// The authenticated principal.
+    pub principal: String,
+}
+
+/// One call's caller and service parameters, transport-neutral.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The authenticated principal ([`ANONYMOUS`] while authentication is off).
+    pub principal: String,
+    /// The `A2A-Version` service parameter, if sent.
+    pub version: Option<String>,
+    /// The `A2A-Extensions` the client asked to activate.
+    pub extensions: Vec<String>,
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        Self { principal: ANONYMOUS.to_owned(), version: None, extensions: Vec::new() }
+    }
+}
+
+impl CallContext {
+    /// A context from the raw parameter values a binding found (each may be absent).
+    /// `extensions` may hold several comma-separated lists.
+    pub fn from_parameters<'a>(
+        version: Option<&str>,
+        extensions: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let extensions = extensions
+            .into_iter()
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|uri| !uri.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Self {
+            principal: ANONYMOUS.to_owned(),
+            version: version.map(|v| v.trim().to_owned()),
+            extensions,
+        }
+    }
+
+    /// The owner of tasks this call creates or may see, within `tenant`.
+    pub fn owner(&self, tenant: &str) -> Owner {
+        Owner { tenant: tenant.to_owned(), principal: self.principal.clone() }
+    }
+
+    /// Accepts any `1.x` version. A missing or empty version counts as 1.0: a call that reaches
+    /// a v1.0 endpoint (the `lf.a2a.v1` service, v1.0 method names) comes from a v1.0 client.
+    pub fn check_version(&self) -> Result<(), A2aError> {
+        match self.version.as_deref() {
+            None | Some("") => Ok(()),
+            Some(version) if is_v1(version) => Ok(()),
+            Some(version) => Err(A2aError::VersionNotSupported(version.to_owned())),
+        }
+    }
+
+    /// Fails when the agent requires an extension the client did not ask for.
+    pub fn check_required_extensions(&self, required: &[String]) -> Result<(), A2aError> {
+        match required.iter().find(|uri| !self.extensions.contains(uri)) {
+            Some(uri) => Err(A2aError::ExtensionSupportRequired(uri.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+fn is_v1(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let major_ok = parts.next() == Some("1");
+    major_ok && parts.all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for ok in [None, Some(""), Some("1.0"), Some("1.0.1"), Some("1.1"), Some("1")] {
+            assert!(CallContext::from_parameters(ok, []).check_version().is_ok(), "{ok:?}");
+        }
+        for bad in ["0.3", "2.0", "99.0", "1.x", "1.", "abc"] {
+            let err = CallContext::from_parameters(Some(bad), []).check_version().unwrap_err();
+            assert_eq!(err.reason(), "VERSION_NOT_SUPPORTED", "{bad}");
+        }
+    }
+
+    #[test]
+    fn extensions_split_and_required() {
+        let call = CallContext::from_parameters(None, ["a, b", "c"]);
+        assert_eq!(call.extensions, ["a", "b", "c"]);
+        assert!(call.check_required_extensions(&["b".into()]).is_ok());
+        assert!(call.check_required_extensions(&["z".into()]).is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! The A2A operations, transport-neutral.
+//!
+//! Each binding decodes its wire format into the generated request message plus a
+//! [`CallContext`], calls one method here, and encodes what comes back. Nothing in this module
+//! knows about gRPC, HTTP or JSON.
+mod send;
+mod validate;
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+
+use crate::agent::AgentExecutor;
+use crate::call::{CallContext, Owner};
+use crate::error::A2aError;
+use crate::proto::{
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, Task, TaskState,
+    TaskPushNotificationConfig, SubscribeToTaskRequest,
+};
+use crate::task::actor::TaskEnv;
+use crate::task::log::{SubscriberCount, TaskEvent};
+use crate::task::registry::Registry;
+use crate::task::store::{Cursor, TaskQuery, TaskStore};
+use crate::task::view::trim_history;
+use crate::task::{is_terminal, state_of};
+use validate::Violations;
+
+/// A stream of task events for one streaming call: first the Task (or one Message), then
+/// updates. Each item carries its sequence number in the task's log (the snapshot carries the
+/// number it was taken at).
+pub type EventStream = BoxStream<'static, Result<Arc<TaskEvent>, A2aError>>;
+
+/// What the server declares and enforces.
+#[derive(Debug, Clone)]
+pub struct CoreSettings {
+    /// `capabilities.streaming`: SendStreamingMessage and SubscribeToTask are offered.
+    pub streaming: bool,
+    /// `capabilities.pushNotifications`.
+    pub push_notifications: bool,
+    /// The extended agent card, if one is configured.
+    pub extended_card: Option<AgentCard>,
+    /// Extensions a client must request (`required: true` in the card).
+    pub required_extensions: Vec<String>,
+    /// Events each task keeps for subscribers that fall behind.
+    pub event_log_capacity: usize,
+    /// Commands (agent events included) each task queues before senders wait.
+    pub task_queue_capacity: usize,
+}
+
+impl Default for CoreSettings {
+    fn default() -> Self {
+        Self {
+            streaming: true,
+            push_notifications: false,
+            extended_card: None,
+            required_extensions: Vec::new(),
+            event_log_capacity: 4096,
+            task_queue_capacity: 64,
+        }
+    }
+}
+
+/// The A2A request handler.
+pub struct Core {
+    env: Arc<TaskEnv>,
+    settings: CoreSettings,
+}
+
+impl Core {
+    /// A core running `executor`, keeping task state in `store`.
+    pub fn new(executor: Arc<dyn AgentExecutor>, store: Arc<dyn TaskStore>, settings: CoreSettings) -> Self {
+        let env = Arc::new(TaskEnv {
+            executor,
+            store,
+            registry: Arc::new(Registry::default()),
+            subscribers: Arc::new(SubscriberCount::default()),
+            log_capacity: settings.event_log_capacity,
+            channel_capacity: settings.task_queue_capacity.max(1),
+        });
+        Self { env, settings }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &CoreSettings {
+        &self.settings
+    }
+
+    /// Open subscriptions (streams and blocked calls) right now.
+    pub fn open_subscriptions(&self) -> usize {
+        self.env.subscribers.get()
+    }
+
+    /// Tasks with a live actor right now.
+    pub fn live_tasks(&self) -> usize {
+        self.env.registry.len()
+    }
+
+    fn admit(&self, call: &CallContext) -> Result<(), A2aError> {
+        call.check_version()?;
+        call.check_required_extensions(&self.settings.required_extensions)
+    }
+
+    /// SendMessage: blocks until the task is terminal or interrupted, unless
+    /// `returnImmediately`.
+    pub async fn send_message(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2aError> {
+        self.admit(call)?;
+        send::send_message(self, call, request).await
+    }
+
+    /// SendStreamingMessage: the Task (or one Message), then updates until terminal or
+    /// interrupted.
+    pub async fn send_streaming_message(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<EventStream, A2aError> {
+        self.admit(call)?;
+        self.require_streaming()?;
+        send::send_streaming_message(self, call, request).await
+    }
+
+    /// GetTask.
+    pub async fn get_task(&self, call: &CallContext, request: GetTaskRequest) -> Result<Task, A2aError> {
+        self.admit(call)?;
+        let mut v = Violations::default();
+        v.require_id("id", &request.id);
+        v.non_negative("historyLength", request.history_length);
+        v.into_result()?;
+        let mut task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
+        trim_history(&mut task, request.history_length);
+        Ok(task)
+    }
+
+    /// ListTasks: the caller's tasks, newest status first, cursor-paginated.
+    pub async fn list_tasks(
+        &self,
+        call: &CallContext,
+        request: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2aError> {
+        self.admit(call)?;
+        let mut v = Violations::default();
+        let page_size = request.page_size.unwrap_or(50);
+        if !(1..=100).contains(&page_size) {
+            v.add("pageSize", "must be between 1 and 100");
+        }
+        v.non_negative("historyLength", request.history_length);
+        let state = match TaskState::try_from(request.status) {
+            Ok(TaskState::Unspecified) => None,
+            Ok(state) => Some(state),
+            Err(_) => {
+                v.add("status", format!("{} is not a task state", request.status));
+                None
+            }
+        };
+        v.into_result()?;
+        let after = match request.page_token.as_str() {
+            "" => None,
+            token => Some(Cursor::decode(token)?),
+        };
+        let query = TaskQuery {
+            context_id: Some(request.context_id).filter(|c| !c.is_empty()),
+            state,
+            status_after: request.status_timestamp_after,
+            page_size: page_size as usize,
+            after,
+        };
+        let page = self.env.store.list(&call.owner(&request.tenant), &query).await?;
+        let include_artifacts = request.include_artifacts.unwrap_or(false);
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(|mut task| {
+                trim_history(&mut task, request.history_length);
+                if !include_artifacts {
+                    task.artifacts.clear();
+                }
+                task
+            })
+            .collect();
+        Ok(ListTasksResponse {
+            tasks,
+            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            page_size,
+            total_size: page.total as i32,
+        })
+    }
+
+    /// CancelTask: a live task becomes CANCELED; a finished one is not cancelable.
+    pub async fn cancel_task(&self, call: &CallContext, request: CancelTaskRequest) -> Result<Task, A2aError> {
+        self.admit(call)?;
+        validate::task_id("id", &request.id)?;
+        let owner = call.owner(&request.tenant);
+        if let Some(handle) = self.env.registry.get(&owner, &request.id)
+            && let Some(task) = handle.cancel().await
+        {
+            return Ok(task);
+        }
+        let task = self.stored_task(&owner, &request.id).await?;
+        Err(A2aError::TaskNotCancelable { state: state_name(&task), task_id: task.id })
+    }
+
+    /// SubscribeToTask: the Task now, then every update until it is terminal.
+    pub async fn subscribe_to_task(
+        &self,
+        call: &CallContext,
+        request: SubscribeToTaskRequest,
+    ) -> Result<EventStream, A2aError> {
+        self.admit(call)?;
+        self.require_streaming()?;
+        validate::task_id("id", &request.id)?;
+        let owner = call.owner(&request.tenant);
+        if let Some(handle) = self.env.registry.get(&owner, &request.id)
+            && let Some(subscription) = handle.subscribe().await
+        {
+            return Ok(send::subscription_stream(subscription));
+        }
+        let task = self.stored_task(&owner, &request.id).await?;
+        Err(A2aError::UnsupportedOperation(format!(
+            "task {} is in terminal state {}; there is nothing to subscribe to",
+            task.id,
+            state_name(&task)
+        )))
+    }
+
+    /// CreateTaskPushNotificationConfig.
+    pub async fn create_task_push_notification_config(
+        &self,
+        call: &CallContext,
+        _request: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        self.admit(call)?;
+        Err(A2aError::PushNotificationNotSupported)
+    }
+
+    /// GetTaskPushNotificationConfig.
+    pub async fn get_task_push_notification_config(
+        &self,
+        call: &CallContext,
+        _request: GetTaskPushNotificationConfigRequest,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        self.admit(call)?;
+        Err(A2aError::PushNotificationNotSupported)
+    }
+
+    /// ListTaskPushNotificationConfigs.
+    pub async fn list_task_push_notification_configs(
+        &self,
+        call: &CallContext,
+        _request: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2aError> {
+        self.admit(call)?;
+        Err(A2aError::PushNotificationNotSupported)
+    }
+
+    /// DeleteTaskPushNotificationConfig.
+    pub async fn delete_task_push_notification_config(
+        &self,
+        call: &CallContext,
+        _request: DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), A2aError> {
+        self.admit(call)?;
+        Err(A2aError::PushNotificationNotSupported)
+    }
+
+    /// GetExtendedAgentCard.
+    pub async fn get_extended_agent_card(
+        &self,
+        call: &CallContext,
+        _request: GetExtendedAgentCardRequest,
+    ) -> Result<AgentCard, A2aError> {
+        self.admit(call)?;
+        self.settings.extended_card.clone().ok_or_else(|| {
+            A2aError::UnsupportedOperation("this agent does not offer an extended agent card".into())
+        })
+    }
+
+    fn require_streaming(&self) -> Result<(), A2aError> {
+        if self.settings.streaming {
+            Ok(())
+        } else {
+            Err(A2aError::UnsupportedOperation("this agent does not support streaming".into()))
+        }
+    }
+
+    /// The task as it is now: from its actor while live, else from the store.
+    async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Task, A2aError> {
+        if let Some(handle) = self.env.registry.get(owner, task_id)
+            && let Some(task) = handle.snapshot().await
+        {
+            return Ok(task);
+        }
+        self.stored_task(owner, task_id).await
+    }
+
+    async fn stored_task(&self, owner: &Owner, task_id: &str) -> Result<Task, A2aError> {
+        self.env
+            .store
+            .get(owner, task_id)
+            .await?
+            .ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
+    }
+}
+
+/// The task's state as its enum name, for error messages.
+fn state_name(task: &Task) -> String {
+    state_of(task.status.as_ref()).as_str_name().to_owned()
+}
+
+/// Whether the task has ended (used where a task read from the store has no actor).
+fn finished(task: &Task) -> bool {
+    is_terminal(state_of(task.status.as_ref()))
+}

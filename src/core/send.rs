@@ -1,0 +1,191 @@
+//! SendMessage and SendStreamingMessage: starting or continuing a task, and the streams that
+//! follow it.
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::{Core, EventStream, finished, state_name, validate};
+use crate::agent::RequestContext;
+use crate::call::CallContext;
+use crate::error::A2aError;
+use crate::proto::{
+    Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus,
+    send_message_response, stream_response::Payload,
+};
+use crate::task::actor::{FollowUp, Started, Subscription, Turn, start_task};
+use crate::task::log::TaskEvent;
+use crate::task::view::trim_history;
+use crate::task::{is_interrupted, is_terminal, now, state_of};
+
+/// What a message led to.
+enum Begun {
+    Message(Message),
+    Task(Turn),
+}
+
+pub(super) async fn send_message(
+    core: &Core,
+    call: &CallContext,
+    request: SendMessageRequest,
+) -> Result<SendMessageResponse, A2aError> {
+    let configuration = request.configuration.clone().unwrap_or_default();
+    let owner = call.owner(&request.tenant);
+    let payload = match begin(core, call, request).await? {
+        Begun::Message(message) => send_message_response::Payload::Message(message),
+        Begun::Task(turn) => {
+            let mut task = if configuration.return_immediately {
+                turn.subscription.snapshot
+            } else {
+                let task_id = turn.subscription.snapshot.id.clone();
+                let mut events = turn_stream(turn, None);
+                while let Some(Ok(_)) = events.next().await {}
+                drop(events);
+                core.current_task(&owner, &task_id).await?
+            };
+            trim_history(&mut task, configuration.history_length);
+            send_message_response::Payload::Task(task)
+        }
+    };
+    Ok(SendMessageResponse { payload: Some(payload) })
+}
+
+pub(super) async fn send_streaming_message(
+    core: &Core,
+    call: &CallContext,
+    request: SendMessageRequest,
+) -> Result<EventStream, A2aError> {
+    let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
+    Ok(match begin(core, call, request).await? {
+        Begun::Message(message) => {
+            let event = TaskEvent { seq: 0, response: StreamResponse { payload: Some(Payload::Message(message)) } };
+            futures::stream::iter([Ok(Arc::new(event))]).boxed()
+        }
+        Begun::Task(turn) => turn_stream(turn, history_length),
+    })
+}
+
+/// Validates a SendMessage request and hands the message to a new task or to the live task
+/// it names.
+async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> Result<Begun, A2aError> {
+    validate::send_message(&request)?;
+    let SendMessageRequest { tenant, message, configuration, metadata } = request;
+    let configuration = configuration.unwrap_or_default();
+    if configuration.task_push_notification_config.is_some() && !core.settings.push_notifications {
+        return Err(A2aError::PushNotificationNotSupported);
+    }
+    let mut message = message.ok_or_else(|| A2aError::invalid_field("message", "is required"))?;
+    let owner = call.owner(&tenant);
+
+    if !message.task_id.is_empty() {
+        let task_id = message.task_id.clone();
+        if let Some(handle) = core.env.registry.get(&owner, &task_id) {
+            let follow_up = FollowUp {
+                message,
+                extensions: call.extensions.clone(),
+                metadata,
+                accepted_output_modes: configuration.accepted_output_modes,
+            };
+            if let Some(turn) = handle.send_message(follow_up).await {
+                return Ok(Begun::Task(turn?));
+            }
+        }
+        let task = core.stored_task(&owner, &task_id).await?;
+        if finished(&task) {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {task_id} is in terminal state {} and accepts no more messages",
+                state_name(&task)
+            )));
+        }
+        return Err(A2aError::TaskNotFound(task_id));
+    }
+
+    let task_id = uuid::Uuid::new_v4().to_string();
+    let context_id = match message.context_id.as_str() {
+        "" => uuid::Uuid::new_v4().to_string(),
+        given => given.to_owned(),
+    };
+    message.task_id = task_id.clone();
+    message.context_id = context_id.clone();
+    let task = Task {
+        id: task_id.clone(),
+        context_id: context_id.clone(),
+        status: Some(TaskStatus { state: TaskState::Submitted as i32, message: None, timestamp: Some(now()) }),
+        history: vec![message.clone()],
+        ..Default::default()
+    };
+    let ctx = RequestContext {
+        task_id,
+        context_id,
+        message,
+        task,
+        new_task: true,
+        owner: owner.clone(),
+        extensions: call.extensions.clone(),
+        metadata,
+        accepted_output_modes: configuration.accepted_output_modes,
+    };
+    Ok(match start_task(core.env.clone(), owner, ctx).await? {
+        Started::Message(message) => Begun::Message(message),
+        Started::Task { turn, .. } => Begun::Task(turn),
+    })
+}
+
+/// The snapshot as the stream's first item.
+fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
+    Arc::new(TaskEvent { seq, response: StreamResponse { payload: Some(Payload::Task(snapshot)) } })
+}
+
+/// The stream of one message's turn: the Task, then events until the task is terminal or
+/// interrupted. If the turn's execution ends while the task is already waiting (the agent had
+/// nothing to add), the stream ends too rather than waiting for some later turn.
+fn turn_stream(turn: Turn, history_length: Option<i32>) -> EventStream {
+    let Turn { subscription: Subscription { mut snapshot, mut feed }, mut done } = turn;
+    async_stream::stream! {
+        let mut state = state_of(snapshot.status.as_ref());
+        trim_history(&mut snapshot, history_length);
+        yield Ok(snapshot_event(snapshot, feed.cursor()));
+        let mut execution_done = false;
+        loop {
+            tokio::select! {
+                biased;
+                next = feed.next() => match next {
+                    None => break,
+                    Some(Err(error)) => { yield Err(error); break; }
+                    Some(Ok(event)) => {
+                        let new_state = event.state();
+                        yield Ok(event);
+                        if let Some(new_state) = new_state {
+                            state = new_state;
+                            if is_terminal(state) || is_interrupted(state) {
+                                break;
+                            }
+                        }
+                    }
+                },
+                _ = &mut done, if !execution_done => {
+                    execution_done = true;
+                    if is_terminal(state) || is_interrupted(state) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    .boxed()
+}
+
+/// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
+pub(super) fn subscription_stream(subscription: Subscription) -> EventStream {
+    let Subscription { snapshot, mut feed } = subscription;
+    async_stream::stream! {
+        yield Ok(snapshot_event(snapshot, feed.cursor()));
+        while let Some(next) = feed.next().await {
+            let stop = next.is_err();
+            yield next;
+            if stop {
+                break;
+            }
+        }
+    }
+    .boxed()
+}

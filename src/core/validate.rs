@@ -1,0 +1,88 @@
+//! Request validation: REQUIRED fields and value ranges, reported as field violations
+//! (spec §5.7: servers reject missing required fields before doing anything).
+use crate::error::{A2aError, FieldViolation};
+use crate::proto::{Message, Role, SendMessageRequest};
+
+/// Collects violations and turns them into one `InvalidParams` error.
+#[derive(Default)]
+pub(crate) struct Violations(Vec<FieldViolation>);
+
+impl Violations {
+    pub fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        self.0.push(FieldViolation::new(field, description));
+    }
+
+    pub fn require_id(&mut self, field: &str, value: &str) {
+        if value.is_empty() {
+            self.add(field, "is required");
+        }
+    }
+
+    pub fn non_negative(&mut self, field: &str, value: Option<i32>) {
+        if value.is_some_and(|n| n < 0) {
+            self.add(field, "must not be negative");
+        }
+    }
+
+    pub fn into_result(self) -> Result<(), A2aError> {
+        let Some(first) = self.0.first() else { return Ok(()) };
+        let message = match self.0.len() {
+            1 => format!("invalid {}: {}", first.field, first.description),
+            n => format!("invalid {}: {} (and {} more)", first.field, first.description, n - 1),
+        };
+        Err(A2aError::InvalidParams { message, violations: self.0 })
+    }
+}
+
+/// A required id parameter.
+pub(crate) fn task_id(field: &str, id: &str) -> Result<(), A2aError> {
+    let mut v = Violations::default();
+    v.require_id(field, id);
+    v.into_result()
+}
+
+pub(crate) fn send_message(request: &SendMessageRequest) -> Result<(), A2aError> {
+    let mut v = Violations::default();
+    match &request.message {
+        None => v.add("message", "is required"),
+        Some(message) => check_message(&mut v, message),
+    }
+    if let Some(configuration) = &request.configuration {
+        v.non_negative("configuration.historyLength", configuration.history_length);
+    }
+    v.into_result()
+}
+
+fn check_message(v: &mut Violations, message: &Message) {
+    v.require_id("message.messageId", &message.message_id);
+    match Role::try_from(message.role) {
+        Ok(Role::User | Role::Agent) => {}
+        _ => v.add("message.role", "must be ROLE_USER"),
+    }
+    if message.parts.is_empty() {
+        v.add("message.parts", "must hold at least one part");
+    }
+    for (i, part) in message.parts.iter().enumerate() {
+        if part.content.is_none() {
+            v.add(format!("message.parts[{i}]"), "must have one of text, raw, url or data");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::text_part;
+
+    #[test]
+    fn reports_every_missing_field() {
+        let request = SendMessageRequest {
+            message: Some(Message { parts: vec![text_part("x"), Default::default()], ..Default::default() }),
+            ..Default::default()
+        };
+        let error = send_message(&request).unwrap_err();
+        let fields: Vec<_> = error.violations().iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["message.messageId", "message.role", "message.parts[1]"]);
+        assert_eq!(error.reason(), "INVALID_PARAMS");
+    }
+}

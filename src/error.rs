@@ -1,0 +1,244 @@
+//! `A2aError`: every failure a client can see, and its mapping to each wire.
+//!
+//! One enum, one table. Each variant knows its ErrorInfo `reason`, its gRPC code, its
+//! JSON-RPC code and its HTTP status (spec v1.0.1 §5.4, A2A-NOTES §6), so the bindings never
+//! invent their own mapping and stay functionally equivalent.
+use std::collections::HashMap;
+
+use tonic::Code;
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// ErrorInfo domain for errors the A2A specification defines.
+pub const A2A_DOMAIN: &str = "a2a-protocol.org";
+/// ErrorInfo domain for conditions specific to this server (lag, shutdown).
+pub const SERVER_DOMAIN: &str = "a2a-server";
+
+/// One violated field of a request, reported as `google.rpc.BadRequest.FieldViolation`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// The field's path in the request, in ProtoJSON (lowerCamelCase) form, e.g. `message.parts`.
+    pub field: String,
+    /// What is wrong with it.
+    pub description: String,
+}
+
+impl FieldViolation {
+    /// A violation of `field`.
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { field: field.into(), description: description.into() }
+    }
+}
+
+/// Every error the server reports to a client.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum A2aError {
+    /// The task does not exist, was purged, or belongs to another caller.
+    #[error("task not found: {0}")]
+    TaskNotFound(String),
+    /// The task is in a state that cannot be canceled (usually terminal).
+    #[error("task {task_id} cannot be canceled in state {state}")]
+    TaskNotCancelable {
+        /// The task.
+        task_id: String,
+        /// Its state, as the enum name.
+        state: String,
+    },
+    /// Push notifications are not enabled on this server.
+    #[error("push notifications are not supported by this agent")]
+    PushNotificationNotSupported,
+    /// The operation (or this use of it) is not supported.
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    /// A media type in the request is not supported.
+    #[error("{0}")]
+    ContentTypeNotSupported(String),
+    /// The agent produced something that breaks the protocol.
+    #[error("invalid agent response: {0}")]
+    InvalidAgentResponse(String),
+    /// The card declares an extended card, but none is configured.
+    #[error("the extended agent card is not configured")]
+    ExtendedAgentCardNotConfigured,
+    /// The agent requires an extension the client did not request.
+    #[error("extension {0} is required by this agent; request it with A2A-Extensions")]
+    ExtensionSupportRequired(String),
+    /// The requested `A2A-Version` is not served here.
+    #[error("A2A version {0:?} is not supported; this server speaks 1.x")]
+    VersionNotSupported(String),
+    /// A request field is missing or malformed.
+    #[error("{message}")]
+    InvalidParams {
+        /// A summary, naming the first bad field.
+        message: String,
+        /// Every bad field.
+        violations: Vec<FieldViolation>,
+    },
+    /// The request envelope is not a valid request (JSON-RPC -32600).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The request body is not valid JSON (JSON-RPC -32700).
+    #[error("{0}")]
+    JsonParse(String),
+    /// No such method (JSON-RPC -32601).
+    #[error("{0}")]
+    MethodNotFound(String),
+    /// A subscriber fell further behind than the task's event log reaches back.
+    #[error(
+        "subscriber lagged: {missed} events of task {task_id} are no longer in its event log; call SubscribeToTask again"
+    )]
+    SubscriberLagged {
+        /// The task.
+        task_id: String,
+        /// How many events it could not be given.
+        missed: u64,
+    },
+    /// The server is shutting down or cannot serve now; try another replica.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A server-side failure.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl A2aError {
+    /// A validation error for one field.
+    pub fn invalid_field(field: impl Into<String>, description: impl Into<String>) -> Self {
+        let violation = FieldViolation::new(field, description);
+        Self::InvalidParams {
+            message: format!("invalid {}: {}", violation.field, violation.description),
+            violations: vec![violation],
+        }
+    }
+
+    /// The ErrorInfo `reason`, UPPER_SNAKE_CASE as the spec derives it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::TaskNotFound(_) => "TASK_NOT_FOUND",
+            Self::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
+            Self::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            Self::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
+            Self::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
+            Self::InvalidAgentResponse(_) => "INVALID_AGENT_RESPONSE",
+            Self::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            Self::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
+            Self::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
+            Self::InvalidParams { .. } => "INVALID_PARAMS",
+            Self::InvalidRequest(_) => "INVALID_REQUEST",
+            Self::JsonParse(_) => "PARSE_ERROR",
+            Self::MethodNotFound(_) => "METHOD_NOT_FOUND",
+            Self::SubscriberLagged { .. } => "SUBSCRIBER_LAGGED",
+            Self::Unavailable(_) => "UNAVAILABLE",
+            Self::Internal(_) => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The ErrorInfo `domain`: the spec's for spec-defined errors, ours for the rest.
+    pub fn domain(&self) -> &'static str {
+        match self {
+            Self::SubscriberLagged { .. } | Self::Unavailable(_) => SERVER_DOMAIN,
+            _ => A2A_DOMAIN,
+        }
+    }
+
+    /// The ErrorInfo `metadata`: identifiers that help a client act on the error.
+    pub fn metadata(&self) -> HashMap<String, String> {
+        let mut metadata = HashMap::new();
+        match self {
+            Self::TaskNotFound(id) => {
+                metadata.insert("taskId".to_owned(), id.clone());
+            }
+            Self::TaskNotCancelable { task_id, state } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("state".to_owned(), state.clone());
+            }
+            Self::SubscriberLagged { task_id, missed } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("missedEvents".to_owned(), missed.to_string());
+            }
+            Self::ExtensionSupportRequired(uri) => {
+                metadata.insert("extension".to_owned(), uri.clone());
+            }
+            Self::VersionNotSupported(version) => {
+                metadata.insert("version".to_owned(), version.clone());
+            }
+            _ => {}
+        }
+        metadata
+    }
+
+    /// Field violations, for the `google.rpc.BadRequest` detail.
+    pub fn violations(&self) -> &[FieldViolation] {
+        match self {
+            Self::InvalidParams { violations, .. } => violations,
+            _ => &[],
+        }
+    }
+
+    /// The gRPC status code (spec v1.0.1 §5.4).
+    pub fn grpc_code(&self) -> Code {
+        match self {
+            Self::TaskNotFound(_) => Code::NotFound,
+            Self::TaskNotCancelable { .. }
+            | Self::PushNotificationNotSupported
+            | Self::UnsupportedOperation(_)
+            | Self::ExtendedAgentCardNotConfigured
+            | Self::ExtensionSupportRequired(_)
+            | Self::VersionNotSupported(_) => Code::FailedPrecondition,
+            Self::ContentTypeNotSupported(_)
+            | Self::InvalidParams { .. }
+            | Self::InvalidRequest(_)
+            | Self::JsonParse(_) => Code::InvalidArgument,
+            Self::MethodNotFound(_) => Code::Unimplemented,
+            Self::SubscriberLagged { .. } => Code::ResourceExhausted,
+            Self::Unavailable(_) => Code::Unavailable,
+            Self::InvalidAgentResponse(_) | Self::Internal(_) => Code::Internal,
+        }
+    }
+
+    /// The JSON-RPC error code (spec v1.0.1 §9.5).
+    pub fn jsonrpc_code(&self) -> i32 {
+        match self {
+            Self::TaskNotFound(_) => -32001,
+            Self::TaskNotCancelable { .. } => -32002,
+            Self::PushNotificationNotSupported => -32003,
+            Self::UnsupportedOperation(_) => -32004,
+            Self::ContentTypeNotSupported(_) => -32005,
+            Self::InvalidAgentResponse(_) => -32006,
+            Self::ExtendedAgentCardNotConfigured => -32007,
+            Self::ExtensionSupportRequired(_) => -32008,
+            Self::VersionNotSupported(_) => -32009,
+            Self::InvalidParams { .. } => -32602,
+            Self::InvalidRequest(_) => -32600,
+            Self::JsonParse(_) => -32700,
+            Self::MethodNotFound(_) => -32601,
+            Self::SubscriberLagged { .. } | Self::Unavailable(_) | Self::Internal(_) => -32603,
+        }
+    }
+
+    /// The HTTP status for the HTTP+JSON binding (spec v1.0.1 §5.4).
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::TaskNotFound(_) => 404,
+            Self::MethodNotFound(_) => 404,
+            Self::ContentTypeNotSupported(_) => 415,
+            Self::SubscriberLagged { .. } => 429,
+            Self::Unavailable(_) => 503,
+            Self::InvalidAgentResponse(_) | Self::Internal(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// The gRPC status, with ErrorInfo (and BadRequest) in `grpc-status-details-bin`.
+    pub fn to_grpc_status(&self) -> tonic::Status {
+        let mut details = ErrorDetails::with_error_info(self.reason(), self.domain(), self.metadata());
+        for violation in self.violations() {
+            details.add_bad_request_violation(violation.field.clone(), violation.description.clone());
+        }
+        tonic::Status::with_error_details(self.grpc_code(), self.to_string(), details)
+    }
+}
+
+impl From<A2aError> for tonic::Status {
+    fn from(error: A2aError) -> Self {
+        error.to_grpc_status()
+    }
+}

@@ -1,0 +1,25 @@
+//! # a2a-server
+//!
+//! A gRPC-first server for the A2A (Agent2Agent) protocol v1.0.
+//!
+//! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire.
+//!
+//! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
+//! - [`transport`]: the wire bindings (gRPC), thin shims over the core.
+//! - [`core`]: the A2A operations, transport-neutral; validates and scopes every call.
+//! - [`task`]: the per-task actor (the task's only writer), its sequenced event log (the
+//!   fan-out to subscribers), the registry of live tasks and the task store.
+//! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
+//!   built-in demo agent.
+//! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
+//! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
+//! - [`server`] and [`config`]: assembling the listener; the command line.
+pub mod agent;
+pub mod call;
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod proto;
+pub mod server;
+pub mod task;
+pub mod transport;

@@ -1,0 +1,455 @@
+//! The task actor: one tokio task per live task, the task's only writer.
+//!
+//! Everything that touches a live task arrives as a [`Command`] on one bounded channel: agent
+//! events, subscriptions, snapshots, cancels, follow-up messages, and the end of an agent
+//! execution. Because one loop handles them in order, a subscription is answered with the
+//! snapshot and the log position it reflects in one step: the subscriber gets the Task first
+//! and then exactly the events after it, with no lock, gap or duplicate.
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use super::log::{EventLog, Feed, SubscriberCount};
+use super::registry::Registry;
+use super::store::TaskStore;
+use super::{is_terminal, now, state_of};
+use crate::agent::{AgentEvent, AgentExecutor, EventSink, RequestContext};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::{
+    Message, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
+    TaskStatusUpdateEvent, stream_response::Payload,
+};
+
+/// What every actor shares: the agent, the store, the registry and the limits.
+pub struct TaskEnv {
+    /// The agent that executes messages.
+    pub executor: Arc<dyn AgentExecutor>,
+    /// Where task state is persisted.
+    pub store: Arc<dyn TaskStore>,
+    /// Live tasks.
+    pub registry: Arc<Registry>,
+    /// Open subscriptions, for observability and leak tests.
+    pub subscribers: Arc<SubscriberCount>,
+    /// Events kept per task for subscribers that fall behind.
+    pub log_capacity: usize,
+    /// Commands (agent events included) queued per task before senders wait.
+    pub channel_capacity: usize,
+}
+
+/// A message to an actor. Large payloads are boxed so that the channel's slots stay small:
+/// an idle task's memory is dominated by its channel.
+pub(crate) enum Command {
+    Agent(AgentEvent),
+    ExecutionFinished { exec: u64, result: Result<(), A2aError> },
+    Subscribe { reply: oneshot::Sender<Subscription> },
+    Snapshot { reply: oneshot::Sender<Task> },
+    Cancel { reply: oneshot::Sender<Task> },
+    Message { turn: Box<FollowUp>, reply: oneshot::Sender<Result<Turn, A2aError>> },
+}
+
+/// A follow-up user message and what the executor needs to know about its call.
+pub(crate) struct FollowUp {
+    pub message: Message,
+    pub extensions: Vec<String>,
+    pub metadata: Option<pbjson_types::Struct>,
+    pub accepted_output_modes: Vec<String>,
+}
+
+/// A subscriber's start: the task as of some sequence number, and every event after it.
+pub struct Subscription {
+    /// The task at the moment of subscribing.
+    pub snapshot: Task,
+    /// The events after the snapshot, ending after the terminal event.
+    pub feed: Feed,
+}
+
+/// What a caller gets when its message starts an execution on a task.
+pub struct Turn {
+    /// The task right after the message was recorded, and every event after that.
+    pub subscription: Subscription,
+    /// Resolves (with an error: the sender is dropped) once the execution has finished and
+    /// all its events are applied.
+    pub done: oneshot::Receiver<()>,
+}
+
+/// The outcome of a message that starts a new task.
+pub enum Started {
+    /// The agent answered with a direct message; no task exists.
+    Message(Message),
+    /// The task exists and is live.
+    Task {
+        /// Its actor.
+        handle: TaskHandle,
+        /// The caller's view of it, from before the agent's first event.
+        turn: Turn,
+    },
+}
+
+/// A cheap, cloneable reference to a live task's actor. Every method returns `None` when the
+/// actor has finished meanwhile; the caller then reads the store, which by then holds the
+/// task's final state.
+#[derive(Clone)]
+pub struct TaskHandle {
+    id: Arc<str>,
+    owner: Arc<Owner>,
+    tx: mpsc::Sender<Command>,
+}
+
+impl TaskHandle {
+    /// The task id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Who the task belongs to.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (reply, response) = oneshot::channel();
+        self.tx.send(command(reply)).await.ok()?;
+        response.await.ok()
+    }
+
+    /// The task now, with the feed of everything after.
+    pub async fn subscribe(&self) -> Option<Subscription> {
+        self.ask(|reply| Command::Subscribe { reply }).await
+    }
+
+    /// The task now.
+    pub async fn snapshot(&self) -> Option<Task> {
+        self.ask(|reply| Command::Snapshot { reply }).await
+    }
+
+    /// Cancels the task; the CANCELED task.
+    pub async fn cancel(&self) -> Option<Task> {
+        self.ask(|reply| Command::Cancel { reply }).await
+    }
+
+    pub(crate) async fn send_message(&self, turn: FollowUp) -> Option<Result<Turn, A2aError>> {
+        self.ask(|reply| Command::Message { turn: Box::new(turn), reply }).await
+    }
+}
+
+/// Runs the agent on the first message of a new task. If its first event is a task event, the
+/// task's actor starts (and registers itself); if it is a message, no task ever exists.
+pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) -> Result<Started, A2aError> {
+    let (tx, mut rx) = mpsc::channel(env.channel_capacity);
+    let task = ctx.task.clone();
+    let execution = spawn_execution(env.executor.clone(), ctx, tx.clone(), 0);
+    let first = match rx.recv().await {
+        Some(Command::Agent(AgentEvent::Message(message))) => {
+            execution.abort();
+            return Ok(Started::Message(message));
+        }
+        Some(Command::Agent(event)) => event,
+        Some(Command::ExecutionFinished { result: Err(error), .. }) => return Err(error),
+        _ => {
+            return Err(A2aError::InvalidAgentResponse(
+                "the agent finished without creating a task or replying".into(),
+            ));
+        }
+    };
+
+    let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx: tx.clone() };
+    let log = Arc::new(EventLog::new(task.id.clone(), env.log_capacity));
+    let (done_tx, done) = oneshot::channel();
+    let subscription = Subscription {
+        snapshot: task.clone(),
+        feed: Feed::new(log.clone(), 0, env.subscribers.clone()),
+    };
+    let actor = TaskActor {
+        task,
+        handle: handle.clone(),
+        rx,
+        log,
+        executions: HashMap::from([(0, Execution { abort: execution, _done: done_tx })]),
+        next_exec: 1,
+        dirty: true,
+        finished: false,
+        env: env.clone(),
+    };
+    env.registry.insert(handle.clone());
+    tokio::spawn(actor.run(first));
+    Ok(Started::Task { handle, turn: Turn { subscription, done } })
+}
+
+/// Runs one execution of the agent in its own tokio task and reports its end to the actor
+/// (after all its events, since they share the channel). A panic becomes an error.
+fn spawn_execution(
+    executor: Arc<dyn AgentExecutor>,
+    ctx: RequestContext,
+    tx: mpsc::Sender<Command>,
+    exec: u64,
+) -> AbortHandle {
+    let sink = EventSink::new(ctx.task_id.clone(), ctx.context_id.clone(), tx.clone());
+    tokio::spawn(async move {
+        let result = AssertUnwindSafe(executor.execute(ctx, sink))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())));
+        let _ = tx.send(Command::ExecutionFinished { exec, result }).await;
+    })
+    .abort_handle()
+}
+
+struct Execution {
+    abort: AbortHandle,
+    /// Dropped when the execution ends: wakes the caller waiting for its turn.
+    _done: oneshot::Sender<()>,
+}
+
+struct TaskActor {
+    task: Task,
+    handle: TaskHandle,
+    rx: mpsc::Receiver<Command>,
+    log: Arc<EventLog>,
+    executions: HashMap<u64, Execution>,
+    next_exec: u64,
+    /// The store is behind the actor's state.
+    dirty: bool,
+    /// The task reached a terminal state.
+    finished: bool,
+    env: Arc<TaskEnv>,
+}
+
+impl TaskActor {
+    async fn run(mut self, first: AgentEvent) {
+        self.persist().await;
+        self.on_agent_event(first);
+        while !self.finished {
+            // Persist once the queue drains, so a burst of events costs one store write.
+            let command = match self.rx.try_recv() {
+                Ok(command) => command,
+                Err(_) => {
+                    self.persist().await;
+                    match self.rx.recv().await {
+                        Some(command) => command,
+                        None => break,
+                    }
+                }
+            };
+            self.handle(command).await;
+        }
+        self.log.close();
+        self.dirty = true;
+        self.persist().await;
+        self.env.registry.remove(&self.task.id);
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::Agent(event) => self.on_agent_event(event),
+            Command::ExecutionFinished { exec, result } => self.on_execution_finished(exec, result),
+            Command::Subscribe { reply } => {
+                let _ = reply.send(self.subscription());
+            }
+            Command::Snapshot { reply } => {
+                let _ = reply.send(self.task.clone());
+            }
+            Command::Cancel { reply } => {
+                self.env.executor.cancel(&self.task.id).await;
+                self.abort_executions();
+                self.set_status(TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None });
+                let _ = reply.send(self.task.clone());
+            }
+            Command::Message { turn, reply } => {
+                let _ = reply.send(self.on_message(*turn));
+            }
+        }
+    }
+
+    fn subscription(&self) -> Subscription {
+        Subscription {
+            snapshot: self.task.clone(),
+            feed: Feed::new(self.log.clone(), self.log.last_seq(), self.env.subscribers.clone()),
+        }
+    }
+
+    async fn persist(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        match self.env.store.save(&self.handle.owner, &self.task).await {
+            Ok(()) => self.dirty = false,
+            Err(error) => tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed"),
+        }
+    }
+
+    fn on_message(&mut self, turn: FollowUp) -> Result<Turn, A2aError> {
+        let FollowUp { mut message, extensions, metadata, accepted_output_modes } = turn;
+        if !message.context_id.is_empty() && message.context_id != self.task.context_id {
+            return Err(A2aError::invalid_field(
+                "message.contextId",
+                format!("does not match the context of task {}", self.task.id),
+            ));
+        }
+        message.context_id = self.task.context_id.clone();
+        self.task.history.push(message.clone());
+        self.dirty = true;
+        let ctx = RequestContext {
+            task_id: self.task.id.clone(),
+            context_id: self.task.context_id.clone(),
+            message,
+            task: self.task.clone(),
+            new_task: false,
+            owner: (*self.handle.owner).clone(),
+            extensions,
+            metadata,
+            accepted_output_modes,
+        };
+        let exec = self.next_exec;
+        self.next_exec += 1;
+        let abort = spawn_execution(self.env.executor.clone(), ctx, self.handle.tx.clone(), exec);
+        let (done_tx, done) = oneshot::channel();
+        self.executions.insert(exec, Execution { abort, _done: done_tx });
+        Ok(Turn { subscription: self.subscription(), done })
+    }
+
+    fn on_execution_finished(&mut self, exec: u64, result: Result<(), A2aError>) {
+        self.executions.remove(&exec);
+        let state = state_of(self.task.status.as_ref());
+        match result {
+            Err(error) => self.fail(&format!("the agent failed: {error}")),
+            Ok(()) if self.executions.is_empty() && matches!(state, TaskState::Submitted | TaskState::Working) => {
+                self.fail("invalid agent response: the agent finished without a final or interrupted state")
+            }
+            Ok(()) => {}
+        }
+    }
+
+    fn on_agent_event(&mut self, event: AgentEvent) {
+        if let Err(problem) = self.apply(event) {
+            self.abort_executions();
+            self.fail(&format!("invalid agent response: {problem}"));
+        }
+    }
+
+    /// Checks an agent event against the protocol and applies it; the reason when it breaks it.
+    fn apply(&mut self, event: AgentEvent) -> Result<(), String> {
+        match event {
+            AgentEvent::Message(_) => Err("a direct message is only allowed instead of a task".into()),
+            AgentEvent::Status(update) => {
+                self.check_ids(&update.task_id, &update.context_id)?;
+                let status = update.status.ok_or("a status update without a status")?;
+                match TaskState::try_from(status.state) {
+                    Ok(TaskState::Unspecified) | Err(_) => Err(format!("invalid task state {}", status.state)),
+                    Ok(_) => {
+                        self.set_status_with_metadata(status, update.metadata);
+                        Ok(())
+                    }
+                }
+            }
+            AgentEvent::Artifact(update) => {
+                self.check_ids(&update.task_id, &update.context_id)?;
+                let artifact = update.artifact.as_ref().ok_or("an artifact update without an artifact")?;
+                if artifact.artifact_id.is_empty() {
+                    return Err("an artifact without an artifactId".into());
+                }
+                if artifact.parts.is_empty() {
+                    return Err(format!("artifact {} has no parts", artifact.artifact_id));
+                }
+                self.merge_artifact(&update);
+                let update = TaskArtifactUpdateEvent {
+                    task_id: self.task.id.clone(),
+                    context_id: self.task.context_id.clone(),
+                    ..update
+                };
+                self.publish(Payload::ArtifactUpdate(update));
+                Ok(())
+            }
+        }
+    }
+
+    fn check_ids(&self, task_id: &str, context_id: &str) -> Result<(), String> {
+        if !task_id.is_empty() && task_id != self.task.id {
+            return Err(format!("an event for task {task_id} sent to task {}", self.task.id));
+        }
+        if !context_id.is_empty() && context_id != self.task.context_id {
+            return Err(format!("an event for context {context_id} sent to task {}", self.task.id));
+        }
+        Ok(())
+    }
+
+    fn merge_artifact(&mut self, update: &TaskArtifactUpdateEvent) {
+        let Some(artifact) = &update.artifact else { return };
+        let existing = self.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id);
+        match existing {
+            Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
+            Some(existing) => *existing = artifact.clone(),
+            None => self.task.artifacts.push(artifact.clone()),
+        }
+    }
+
+    fn set_status(&mut self, status: TaskStatus) {
+        self.set_status_with_metadata(status, None)
+    }
+
+    /// Records a new status: stamps it, keeps its message in the history, publishes it, and
+    /// marks the task finished when the state is terminal.
+    fn set_status_with_metadata(&mut self, mut status: TaskStatus, metadata: Option<pbjson_types::Struct>) {
+        if status.timestamp.is_none() {
+            status.timestamp = Some(now());
+        }
+        if let Some(message) = status.message.as_mut() {
+            if message.message_id.is_empty() {
+                message.message_id = uuid::Uuid::new_v4().to_string();
+            }
+            if message.role == Role::Unspecified as i32 {
+                message.role = Role::Agent as i32;
+            }
+            message.task_id = self.task.id.clone();
+            message.context_id = self.task.context_id.clone();
+            self.task.history.push(message.clone());
+        }
+        self.task.status = Some(status.clone());
+        self.publish(Payload::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task.id.clone(),
+            context_id: self.task.context_id.clone(),
+            status: Some(status),
+            metadata,
+        }));
+        if is_terminal(state_of(self.task.status.as_ref())) {
+            self.finished = true;
+        }
+    }
+
+    fn fail(&mut self, text: &str) {
+        tracing::warn!(task_id = %self.task.id, reason = text, "task failed");
+        let message = Message {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            role: Role::Agent as i32,
+            parts: vec![crate::agent::text_part(text)],
+            ..Default::default()
+        };
+        self.set_status(TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None });
+    }
+
+    fn publish(&mut self, payload: Payload) {
+        self.dirty = true;
+        self.log.append(StreamResponse { payload: Some(payload) });
+    }
+
+    fn abort_executions(&mut self) {
+        for (_, execution) in self.executions.drain() {
+            execution.abort.abort();
+        }
+    }
+}
+
+impl Drop for TaskActor {
+    /// If the actor ends without reaching a terminal state (it panicked), its subscribers must
+    /// not wait forever: the log is closed and the task leaves the registry.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.log.close();
+            self.env.registry.remove(&self.task.id);
+        }
+    }
+}

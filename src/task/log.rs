@@ -1,0 +1,198 @@
+//! The per-task event log: every event the actor publishes, numbered, kept in a bounded ring.
+//!
+//! The log *is* the fan-out. The actor appends and bumps a watch channel; each subscriber keeps
+//! a cursor (the last sequence number it has seen) and reads forward from it. No subscriber has
+//! a queue of its own, so a subscriber that stops reading costs nothing but its cursor and never
+//! delays the agent or anyone else. One that falls further behind than the ring reaches is told
+//! so explicitly ([`A2aError::SubscriberLagged`]) instead of silently missing events.
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
+
+use crate::error::A2aError;
+use crate::proto::{StreamResponse, TaskState, stream_response::Payload};
+
+/// One published event of a task, with its per-task sequence number (starting at 1).
+#[derive(Debug)]
+pub struct TaskEvent {
+    /// Position in the task's event stream; the snapshot a subscriber starts from is taken at
+    /// some sequence number and the subscriber then receives every event after it.
+    pub seq: u64,
+    /// The event as it goes on the wire (a status or artifact update).
+    pub response: StreamResponse,
+}
+
+impl TaskEvent {
+    /// The task state this event moves to, if it is a status update.
+    pub fn state(&self) -> Option<TaskState> {
+        match &self.response.payload {
+            Some(Payload::StatusUpdate(update)) => Some(super::state_of(update.status.as_ref())),
+            _ => None,
+        }
+    }
+}
+
+struct Ring {
+    events: VecDeque<Arc<TaskEvent>>,
+    /// Sequence number of the newest event (0 before the first).
+    last_seq: u64,
+    /// Set after the final event: readers that reach the end stop.
+    closed: bool,
+}
+
+/// A bounded, sequenced, append-only (by the actor) event log shared with subscribers.
+pub struct EventLog {
+    task_id: String,
+    capacity: usize,
+    ring: RwLock<Ring>,
+    head: watch::Sender<u64>,
+}
+
+impl EventLog {
+    /// An empty log keeping at most `capacity` events.
+    pub fn new(task_id: String, capacity: usize) -> Self {
+        let (head, _) = watch::channel(0);
+        Self {
+            task_id,
+            capacity: capacity.max(1),
+            ring: RwLock::new(Ring { events: VecDeque::new(), last_seq: 0, closed: false }),
+            head,
+        }
+    }
+
+    /// Appends an event, numbering it, and wakes the readers.
+    pub fn append(&self, response: StreamResponse) -> Arc<TaskEvent> {
+        let event = {
+            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
+            ring.last_seq += 1;
+            let event = Arc::new(TaskEvent { seq: ring.last_seq, response });
+            if ring.events.len() == self.capacity {
+                ring.events.pop_front();
+            }
+            ring.events.push_back(event.clone());
+            event
+        };
+        self.head.send_replace(event.seq);
+        event
+    }
+
+    /// Marks the end of the stream: readers stop after the last event.
+    pub fn close(&self) {
+        self.ring.write().unwrap_or_else(|e| e.into_inner()).closed = true;
+        self.head.send_modify(|_| {});
+    }
+
+    /// Sequence number of the newest event.
+    pub fn last_seq(&self) -> u64 {
+        self.ring.read().unwrap_or_else(|e| e.into_inner()).last_seq
+    }
+
+    /// Up to `max` events after `cursor`, and whether the log is closed with nothing after them.
+    fn read_after(&self, cursor: u64, max: usize) -> Result<(Vec<Arc<TaskEvent>>, bool), A2aError> {
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let first_seq = ring.last_seq + 1 - ring.events.len() as u64;
+        if cursor + 1 < first_seq {
+            return Err(A2aError::SubscriberLagged {
+                task_id: self.task_id.clone(),
+                missed: first_seq - cursor - 1,
+            });
+        }
+        let skip = (cursor + 1 - first_seq) as usize;
+        let batch: Vec<_> = ring.events.iter().skip(skip).take(max).cloned().collect();
+        let at_end = skip + batch.len() == ring.events.len();
+        Ok((batch, ring.closed && at_end))
+    }
+}
+
+/// Counts open subscriptions; each [`Feed`] holds one unit for its lifetime.
+#[derive(Debug, Default)]
+pub struct SubscriberCount(AtomicUsize);
+
+impl SubscriberCount {
+    /// Open subscriptions right now.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+struct CountGuard(Arc<SubscriberCount>);
+
+impl CountGuard {
+    fn new(count: Arc<SubscriberCount>) -> Self {
+        count.0.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for CountGuard {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many events a feed takes from the log per lock.
+const BATCH: usize = 64;
+
+/// A subscriber's position in a task's log. Dropping it ends the subscription at once.
+pub struct Feed {
+    log: Arc<EventLog>,
+    cursor: u64,
+    head: watch::Receiver<u64>,
+    pending: std::vec::IntoIter<Arc<TaskEvent>>,
+    done: bool,
+    _count: CountGuard,
+}
+
+impl Feed {
+    /// A feed that yields every event after `cursor`.
+    pub fn new(log: Arc<EventLog>, cursor: u64, count: Arc<SubscriberCount>) -> Self {
+        let head = log.head.subscribe();
+        Self {
+            log,
+            cursor,
+            head,
+            pending: Vec::new().into_iter(),
+            done: false,
+            _count: CountGuard::new(count),
+        }
+    }
+
+    /// The sequence number of the last event this feed has yielded (or started after).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// The next event, `None` once the task's stream has ended, or an error if this feed fell
+    /// behind the log's reach (after which it yields `None`).
+    pub async fn next(&mut self) -> Option<Result<Arc<TaskEvent>, A2aError>> {
+        loop {
+            if let Some(event) = self.pending.next() {
+                self.cursor = event.seq;
+                return Some(Ok(event));
+            }
+            if self.done {
+                return None;
+            }
+            // Mark the current head as seen *before* reading, so an append that lands after the
+            // read still wakes us below.
+            self.head.borrow_and_update();
+            match self.log.read_after(self.cursor, BATCH) {
+                Err(lagged) => {
+                    self.done = true;
+                    return Some(Err(lagged));
+                }
+                Ok((batch, ended)) => {
+                    self.done = ended;
+                    if batch.is_empty() && !ended && self.head.changed().await.is_err() {
+                        // The actor is gone without closing the log (it panicked or was aborted).
+                        self.done = true;
+                        return Some(Err(A2aError::Internal("the task's actor stopped".into())));
+                    }
+                    self.pending = batch.into_iter();
+                }
+            }
+        }
+    }
+}

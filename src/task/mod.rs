@@ -1,0 +1,40 @@
+//! Tasks: their lifecycle rules, the per-task actor, its event log, the registry of live
+//! actors and the store of task state.
+pub mod actor;
+pub mod log;
+pub mod registry;
+pub mod store;
+pub mod view;
+
+use crate::proto::{TaskState, TaskStatus};
+
+/// COMPLETED, FAILED, CANCELED and REJECTED: nothing happens to the task afterwards.
+pub fn is_terminal(state: TaskState) -> bool {
+    matches!(
+        state,
+        TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
+    )
+}
+
+/// INPUT_REQUIRED and AUTH_REQUIRED: the task waits for the client (or a credential).
+pub fn is_interrupted(state: TaskState) -> bool {
+    matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
+}
+
+/// The state of a status, treating unknown numbers as UNSPECIFIED.
+pub fn state_of(status: Option<&TaskStatus>) -> TaskState {
+    status
+        .and_then(|s| TaskState::try_from(s.state).ok())
+        .unwrap_or(TaskState::Unspecified)
+}
+
+/// The current time as a protobuf Timestamp, truncated to milliseconds (spec §5.6.1).
+pub fn now() -> pbjson_types::Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    pbjson_types::Timestamp {
+        seconds: since_epoch.as_secs() as i64,
+        nanos: (since_epoch.subsec_millis() * 1_000_000) as i32,
+    }
+}

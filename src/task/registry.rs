@@ -1,0 +1,45 @@
+//! The live tasks: task id → handle of the actor that owns it.
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use super::actor::TaskHandle;
+use crate::call::Owner;
+
+/// Live (non-terminal) tasks. An actor registers itself when it starts and removes itself after
+/// its final state is in the store, so a task is always found in one place or the other.
+#[derive(Default)]
+pub struct Registry {
+    tasks: RwLock<HashMap<String, TaskHandle>>,
+}
+
+impl Registry {
+    /// The handle of `task_id`, if it is live and belongs to `owner`.
+    pub fn get(&self, owner: &Owner, task_id: &str) -> Option<TaskHandle> {
+        let tasks = self.tasks.read().unwrap_or_else(|e| e.into_inner());
+        tasks.get(task_id).filter(|h| h.owner() == owner).cloned()
+    }
+
+    pub(crate) fn insert(&self, handle: TaskHandle) {
+        let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
+        tasks.insert(handle.id().to_owned(), handle);
+    }
+
+    pub(crate) fn remove(&self, task_id: &str) {
+        self.tasks.write().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+    }
+
+    /// How many tasks are live.
+    pub fn len(&self) -> usize {
+        self.tasks.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no task is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Handles of every live task (for shutdown).
+    pub fn handles(&self) -> Vec<TaskHandle> {
+        self.tasks.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+}

@@ -1,0 +1,122 @@
+//! The default, in-process task store, with bounded retention of finished tasks.
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::{Cursor, TaskPage, TaskQuery, TaskStore};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+use crate::task::{is_terminal, state_of};
+
+/// How long finished tasks stay readable. Live tasks are never evicted.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Keep at most this many finished tasks (the oldest finished go first).
+    pub max_finished: usize,
+    /// Drop finished tasks this long after they finished.
+    pub max_age: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self { max_finished: 10_000, max_age: Duration::from_secs(3600) }
+    }
+}
+
+struct Record {
+    owner: Owner,
+    task: Task,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: HashMap<String, Record>,
+    /// Finished task ids in the order they finished.
+    finished: VecDeque<(String, Instant)>,
+}
+
+/// Tasks in a map, finished ones evicted by count and age.
+pub struct MemoryStore {
+    retention: Retention,
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store with the given retention.
+    pub fn new(retention: Retention) -> Self {
+        Self { retention, state: Mutex::new(State::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    fn evict(&mut self, retention: &Retention, now: Instant) {
+        while let Some((id, finished_at)) = self.finished.front() {
+            let too_many = self.finished.len() > retention.max_finished;
+            let too_old = now.duration_since(*finished_at) > retention.max_age;
+            if !too_many && !too_old {
+                break;
+            }
+            self.tasks.remove(id);
+            self.finished.pop_front();
+        }
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn save(&self, owner: &Owner, task: &Task) -> Result<(), A2aError> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let finished = is_terminal(state_of(task.status.as_ref()));
+        let record = Record { owner: owner.clone(), task: task.clone() };
+        let previous = state.tasks.insert(task.id.clone(), record);
+        let was_finished = previous.is_some_and(|r| is_terminal(state_of(r.task.status.as_ref())));
+        if finished && !was_finished {
+            state.finished.push_back((task.id.clone(), now));
+        }
+        state.evict(&self.retention, now);
+        Ok(())
+    }
+
+    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Task>, A2aError> {
+        let mut state = self.lock();
+        state.evict(&self.retention, Instant::now());
+        Ok(state
+            .tasks
+            .get(task_id)
+            .filter(|record| &record.owner == owner)
+            .map(|record| record.task.clone()))
+    }
+
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
+        let mut state = self.lock();
+        state.evict(&self.retention, Instant::now());
+        let after_nanos = query.status_after.as_ref().map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
+        let mut matches: Vec<(Cursor, &Task)> = state
+            .tasks
+            .values()
+            .filter(|r| &r.owner == owner)
+            .map(|r| &r.task)
+            .filter(|t| query.context_id.as_ref().is_none_or(|c| &t.context_id == c))
+            .filter(|t| query.state.is_none_or(|s| state_of(t.status.as_ref()) == s))
+            .map(|t| (Cursor::of(t), t))
+            .filter(|(c, _)| after_nanos.is_none_or(|after| c.timestamp_nanos >= after))
+            .collect();
+        let total = matches.len();
+        matches.sort_by(|a, b| a.0.sort_key().cmp(&b.0.sort_key()));
+        let start = match &query.after {
+            Some(after) => matches.partition_point(|(c, _)| c.sort_key() <= after.sort_key()),
+            None => 0,
+        };
+        let page: Vec<_> = matches[start..].iter().take(query.page_size).collect();
+        let next = (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
+        Ok(TaskPage { tasks: page.into_iter().map(|(_, t)| (*t).clone()).collect(), next, total })
+    }
+}
