@@ -26,8 +26,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds_with_config(compiler.file_descriptor_set(), config)?;
 
-    pbjson_build::Builder::new()
-        .register_descriptors(&descriptor_bytes)?
-        .build(&[".lf.a2a.v1"])?;
+    pbjson_build::Builder::new().register_descriptors(&descriptor_bytes)?.build(&[".lf.a2a.v1"])?;
     Ok(())
 }

@@ -36,10 +36,7 @@ impl Default for CallContext {
 impl CallContext {
     /// A context from the raw parameter values a binding found (each may be absent).
     /// `extensions` may hold several comma-separated lists.
-    pub fn from_parameters<'a>(
-        version: Option<&str>,
-        extensions: impl IntoIterator<Item = &'a str>,
-    ) -> Self {
+    pub fn from_parameters<'a>(version: Option<&str>, extensions: impl IntoIterator<Item = &'a str>) -> Self {
         let extensions = extensions
             .into_iter()
             .flat_map(|value| value.split(','))
@@ -47,11 +44,7 @@ impl CallContext {
             .filter(|uri| !uri.is_empty())
             .map(str::to_owned)
             .collect();
-        Self {
-            principal: ANONYMOUS.to_owned(),
-            version: version.map(|v| v.trim().to_owned()),
-            extensions,
-        }
+        Self { principal: ANONYMOUS.to_owned(), version: version.map(|v| v.trim().to_owned()), extensions }
     }
 
     /// The owner of tasks this call creates or may see, within `tenant`.

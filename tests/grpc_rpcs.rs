@@ -7,8 +7,8 @@ use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, Part, SendMessageConfiguration, SendMessageRequest, SubscribeToTaskRequest,
-    Task, TaskPushNotificationConfig, TaskState,
+    ListTasksRequest, Part, SendMessageConfiguration, SendMessageRequest, SubscribeToTaskRequest, Task,
+    TaskPushNotificationConfig, TaskState,
 };
 use common::*;
 use tonic::Code;
@@ -50,7 +50,8 @@ async fn send_message_returns_immediately_when_asked() {
     assert_eq!(state(&task), TaskState::Submitted);
     // Wait for the end through a subscription (unless the task already finished, which the
     // server then reports as UNSUPPORTED_OPERATION).
-    match client.subscribe_to_task(SubscribeToTaskRequest { id: task.id.clone(), ..Default::default() }).await {
+    match client.subscribe_to_task(SubscribeToTaskRequest { id: task.id.clone(), ..Default::default() }).await
+    {
         Ok(stream) => {
             let items = collect(stream.into_inner()).await.unwrap();
             assert_eq!(item_state(items.last().unwrap()), Some(TaskState::Completed));
@@ -109,7 +110,8 @@ async fn follow_up_errors() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
 
-    let unknown = client.send_message(follow_up(&Task { id: "nope".into(), ..Default::default() }, "x")).await;
+    let unknown =
+        client.send_message(follow_up(&Task { id: "nope".into(), ..Default::default() }, "x")).await;
     assert_a2a_error(&unknown.unwrap_err(), Code::NotFound, "TASK_NOT_FOUND");
 
     let done = send_task(&mut client, send("hi")).await;
@@ -146,9 +148,8 @@ async fn direct_message_reply_creates_no_task() {
 async fn streaming_send_yields_task_then_updates_in_order() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
-    let items = collect(client.send_streaming_message(send("stream 4 5")).await.unwrap().into_inner())
-        .await
-        .unwrap();
+    let items =
+        collect(client.send_streaming_message(send("stream 4 5")).await.unwrap().into_inner()).await.unwrap();
     assert!(matches!(items[0].payload, Some(Payload::Task(_))), "first a Task");
     assert_eq!(item_state(&items[0]), Some(TaskState::Submitted));
     assert_eq!(item_state(&items[1]), Some(TaskState::Working));
@@ -169,9 +170,8 @@ async fn streaming_send_yields_task_then_updates_in_order() {
 async fn streaming_send_ends_at_an_interrupted_state() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
-    let items = collect(client.send_streaming_message(send("input")).await.unwrap().into_inner())
-        .await
-        .unwrap();
+    let items =
+        collect(client.send_streaming_message(send("input")).await.unwrap().into_inner()).await.unwrap();
     assert_eq!(item_state(items.last().unwrap()), Some(TaskState::InputRequired));
 }
 
@@ -204,7 +204,10 @@ async fn list_tasks_filters_orders_and_paginates() {
     assert!(all.next_page_token.is_empty());
     assert!(all.tasks.iter().all(|t| t.artifacts.is_empty()), "artifacts only on request");
     let stamps: Vec<_> = all.tasks.iter().map(|t| t.status.clone().unwrap().timestamp.unwrap()).collect();
-    assert!(stamps.windows(2).all(|w| (w[0].seconds, w[0].nanos) >= (w[1].seconds, w[1].nanos)), "newest first");
+    assert!(
+        stamps.windows(2).all(|w| (w[0].seconds, w[0].nanos) >= (w[1].seconds, w[1].nanos)),
+        "newest first"
+    );
 
     let mut seen = Vec::new();
     let mut token = String::new();
@@ -238,7 +241,7 @@ async fn list_tasks_filters_orders_and_paginates() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(waiting.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), [other.id.clone()]);
+    assert_eq!(waiting.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), [other.id.as_str()]);
 
     let future = client
         .list_tasks(ListTasksRequest {
@@ -326,7 +329,11 @@ async fn unknown_task_everywhere() {
 async fn push_config_rpcs_are_not_supported_yet() {
     let server = TestServer::start().await;
     let mut client = server.client().await;
-    let config = TaskPushNotificationConfig { task_id: "t".into(), url: "https://example.com/hook".into(), ..Default::default() };
+    let config = TaskPushNotificationConfig {
+        task_id: "t".into(),
+        url: "https://example.com/hook".into(),
+        ..Default::default()
+    };
     let errors = [
         client.create_task_push_notification_config(config.clone()).await.unwrap_err(),
         client
@@ -371,7 +378,9 @@ async fn extended_card_unsupported_unless_configured() {
     assert_a2a_error(&error, Code::FailedPrecondition, "UNSUPPORTED_OPERATION");
 
     let card = a2a_server::proto::AgentCard { name: "extended".into(), ..Default::default() };
-    let server = TestServer::start_with(CoreSettings { extended_card: Some(card.clone()), ..Default::default() }).await;
+    let server =
+        TestServer::start_with(CoreSettings { extended_card: Some(card.clone()), ..Default::default() })
+            .await;
     let mut client = server.client().await;
     let got = client.get_extended_agent_card(GetExtendedAgentCardRequest::default()).await.unwrap();
     assert_eq!(got.into_inner(), card);
@@ -492,7 +501,9 @@ async fn conformance_kit_message_id_prefixes() {
     let part = &file.artifacts[0].parts[0];
     assert_eq!(part.filename, "output.txt");
     assert_eq!(part.media_type, "text/plain");
-    assert!(matches!(&part.content, Some(a2a_server::proto::part::Content::Url(u)) if u == "https://example.com/output.txt"));
+    assert!(
+        matches!(&part.content, Some(a2a_server::proto::part::Content::Url(u)) if u == "https://example.com/output.txt")
+    );
 
     let reply = client.send_message(with_id("tck-message-response-1", "x")).await.unwrap().into_inner();
     assert!(matches!(reply.payload, Some(Reply::Message(_))));
@@ -506,9 +517,15 @@ async fn conformance_kit_message_id_prefixes() {
         ["Unhandled messageId prefix: tck-something-else"]
     );
 
-    let items = collect(client.send_streaming_message(with_id("tck-stream-artifact-chunked-1", "x")).await.unwrap().into_inner())
-        .await
-        .unwrap();
+    let items = collect(
+        client
+            .send_streaming_message(with_id("tck-stream-artifact-chunked-1", "x"))
+            .await
+            .unwrap()
+            .into_inner(),
+    )
+    .await
+    .unwrap();
     let chunks: Vec<_> = items.iter().flat_map(chunk_texts).collect();
     assert_eq!(chunks, ["chunk-1 ", "chunk-2"]);
 }

@@ -114,14 +114,16 @@ impl AgentExecutor for DemoAgent {
 }
 
 /// A message on an existing task. Only an INPUT_REQUIRED task waits for one: it completes by
-/// echoing the answer (or, under the conformance contract, follows the answer's prefix). On
-/// any other live task the running execution carries on and this message adds nothing.
+/// echoing the answer, except that an answer which is itself a `stream` command (or, under the
+/// conformance contract, carries a `tck-` prefix) is run, so that tests can attach subscribers
+/// to an idle task and then start a burst. On any other live task the running execution
+/// carries on and this message adds nothing.
 async fn follow_up(ctx: &RequestContext, behaviour: Behaviour, events: &EventSink) -> Result<(), A2aError> {
     if ctx.state() != TaskState::InputRequired {
         return Ok(());
     }
     match behaviour {
-        Behaviour::Tck(..) => run(behaviour, events).await,
+        Behaviour::Tck(..) | Behaviour::Stream { .. } => run(behaviour, events).await,
         _ => run(Behaviour::Echo(ctx.text()), events).await,
     }
 }
@@ -131,7 +133,9 @@ async fn run(behaviour: Behaviour, events: &EventSink) -> Result<(), A2aError> {
         Behaviour::Stream { chunks, delay_ms, wait_ms } => stream(events, chunks, delay_ms, wait_ms).await?,
         Behaviour::Input => events.input_required(Some("What should I echo back?")).await?,
         Behaviour::Auth => {
-            events.auth_required(Some("Authorization required: waiting for a credential out of band.")).await?;
+            events
+                .auth_required(Some("Authorization required: waiting for a credential out of band."))
+                .await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             events.working(Some("Credential received; resuming.")).await?;
             events.complete(Some("Authorized work done.")).await?;
@@ -185,7 +189,7 @@ async fn run_tck(tck: Tck, message_id: &str, events: &EventSink) -> Result<(), A
             events.complete(None).await?;
         }
         Tck::ArtifactFile => {
-            events.artifact(artifact(file_part(part::Content::Raw(b"tck".to_vec().into())))).await?;
+            events.artifact(artifact(file_part(part::Content::Raw(b"tck".to_vec())))).await?;
             events.complete(None).await?;
         }
         Tck::ArtifactFileUrl => {
@@ -251,6 +255,9 @@ mod tests {
         assert_eq!(tck_behaviour("tck-artifact-file-1"), Some(Tck::ArtifactFile));
         assert_eq!(tck_behaviour("tck-whatever"), Some(Tck::Unhandled));
         assert_eq!(tck_behaviour("m-1"), None);
-        assert_eq!(parse("tck-stream-001", "input"), Behaviour::Tck(Tck::Stream("Stream hello from TCK"), "tck-stream-001".into()));
+        assert_eq!(
+            parse("tck-stream-001", "input"),
+            Behaviour::Tck(Tck::Stream("Stream hello from TCK"), "tck-stream-001".into())
+        );
     }
 }

@@ -111,7 +111,7 @@ impl EventSink {
 
     /// Sends one event, waiting while the task's queue is full.
     pub async fn send(&self, event: AgentEvent) -> Result<(), SinkClosed> {
-        self.tx.send(Command::Agent(event)).await.map_err(|_| SinkClosed)
+        self.tx.send(Command::Agent(Box::new(event))).await.map_err(|_| SinkClosed)
     }
 
     /// Moves the task to `state`, with an optional agent message explaining it.

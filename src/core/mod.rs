@@ -14,11 +14,10 @@ use crate::agent::AgentExecutor;
 use crate::call::{CallContext, Owner};
 use crate::error::A2aError;
 use crate::proto::{
-    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, Task, TaskState,
-    TaskPushNotificationConfig, SubscribeToTaskRequest,
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
+    SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
 use crate::task::actor::TaskEnv;
 use crate::task::log::{SubscriberCount, TaskEvent};
@@ -193,7 +192,11 @@ impl Core {
     }
 
     /// CancelTask: a live task becomes CANCELED; a finished one is not cancelable.
-    pub async fn cancel_task(&self, call: &CallContext, request: CancelTaskRequest) -> Result<Task, A2aError> {
+    pub async fn cancel_task(
+        &self,
+        call: &CallContext,
+        request: CancelTaskRequest,
+    ) -> Result<Task, A2aError> {
         self.admit(call)?;
         validate::task_id("id", &request.id)?;
         let owner = call.owner(&request.tenant);
@@ -300,11 +303,7 @@ impl Core {
     }
 
     async fn stored_task(&self, owner: &Owner, task_id: &str) -> Result<Task, A2aError> {
-        self.env
-            .store
-            .get(owner, task_id)
-            .await?
-            .ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
+        self.env.store.get(owner, task_id).await?.ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
     }
 }
 

@@ -20,7 +20,7 @@ use crate::task::{is_interrupted, is_terminal, now, state_of};
 /// What a message led to.
 enum Begun {
     Message(Message),
-    Task(Turn),
+    Task(Box<Turn>),
 }
 
 pub(super) async fn send_message(
@@ -57,7 +57,8 @@ pub(super) async fn send_streaming_message(
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
     Ok(match begin(core, call, request).await? {
         Begun::Message(message) => {
-            let event = TaskEvent { seq: 0, response: StreamResponse { payload: Some(Payload::Message(message)) } };
+            let event =
+                TaskEvent { seq: 0, response: StreamResponse { payload: Some(Payload::Message(message)) } };
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
         Begun::Task(turn) => turn_stream(turn, history_length),
@@ -86,7 +87,7 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
                 accepted_output_modes: configuration.accepted_output_modes,
             };
             if let Some(turn) = handle.send_message(follow_up).await {
-                return Ok(Begun::Task(turn?));
+                return Ok(Begun::Task(Box::new(turn?)));
             }
         }
         let task = core.stored_task(&owner, &task_id).await?;
@@ -109,7 +110,11 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
     let task = Task {
         id: task_id.clone(),
         context_id: context_id.clone(),
-        status: Some(TaskStatus { state: TaskState::Submitted as i32, message: None, timestamp: Some(now()) }),
+        status: Some(TaskStatus {
+            state: TaskState::Submitted as i32,
+            message: None,
+            timestamp: Some(now()),
+        }),
         history: vec![message.clone()],
         ..Default::default()
     };
@@ -138,8 +143,8 @@ fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
 /// The stream of one message's turn: the Task, then events until the task is terminal or
 /// interrupted. If the turn's execution ends while the task is already waiting (the agent had
 /// nothing to add), the stream ends too rather than waiting for some later turn.
-fn turn_stream(turn: Turn, history_length: Option<i32>) -> EventStream {
-    let Turn { subscription: Subscription { mut snapshot, mut feed }, mut done } = turn;
+fn turn_stream(turn: Box<Turn>, history_length: Option<i32>) -> EventStream {
+    let Turn { subscription: Subscription { mut snapshot, mut feed }, mut done } = *turn;
     async_stream::stream! {
         let mut state = state_of(snapshot.status.as_ref());
         trim_history(&mut snapshot, history_length);

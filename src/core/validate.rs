@@ -25,7 +25,9 @@ impl Violations {
     }
 
     pub fn into_result(self) -> Result<(), A2aError> {
-        let Some(first) = self.0.first() else { return Ok(()) };
+        let Some(first) = self.0.first() else {
+            return Ok(());
+        };
         let message = match self.0.len() {
             1 => format!("invalid {}: {}", first.field, first.description),
             n => format!("invalid {}: {} (and {} more)", first.field, first.description, n - 1),

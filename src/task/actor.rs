@@ -44,8 +44,8 @@ pub struct TaskEnv {
 /// A message to an actor. Large payloads are boxed so that the channel's slots stay small:
 /// an idle task's memory is dominated by its channel.
 pub(crate) enum Command {
-    Agent(AgentEvent),
-    ExecutionFinished { exec: u64, result: Result<(), A2aError> },
+    Agent(Box<AgentEvent>),
+    ExecutionFinished { exec: u64, result: Result<(), Box<A2aError>> },
     Subscribe { reply: oneshot::Sender<Subscription> },
     Snapshot { reply: oneshot::Sender<Task> },
     Cancel { reply: oneshot::Sender<Task> },
@@ -86,7 +86,7 @@ pub enum Started {
         /// Its actor.
         handle: TaskHandle,
         /// The caller's view of it, from before the agent's first event.
-        turn: Turn,
+        turn: Box<Turn>,
     },
 }
 
@@ -144,12 +144,14 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
     let task = ctx.task.clone();
     let execution = spawn_execution(env.executor.clone(), ctx, tx.clone(), 0);
     let first = match rx.recv().await {
-        Some(Command::Agent(AgentEvent::Message(message))) => {
-            execution.abort();
-            return Ok(Started::Message(message));
-        }
-        Some(Command::Agent(event)) => event,
-        Some(Command::ExecutionFinished { result: Err(error), .. }) => return Err(error),
+        Some(Command::Agent(event)) => match *event {
+            AgentEvent::Message(message) => {
+                execution.abort();
+                return Ok(Started::Message(message));
+            }
+            event => event,
+        },
+        Some(Command::ExecutionFinished { result: Err(error), .. }) => return Err(*error),
         _ => {
             return Err(A2aError::InvalidAgentResponse(
                 "the agent finished without creating a task or replying".into(),
@@ -160,10 +162,8 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
     let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx: tx.clone() };
     let log = Arc::new(EventLog::new(task.id.clone(), env.log_capacity));
     let (done_tx, done) = oneshot::channel();
-    let subscription = Subscription {
-        snapshot: task.clone(),
-        feed: Feed::new(log.clone(), 0, env.subscribers.clone()),
-    };
+    let subscription =
+        Subscription { snapshot: task.clone(), feed: Feed::new(log.clone(), 0, env.subscribers.clone()) };
     let actor = TaskActor {
         task,
         handle: handle.clone(),
@@ -177,7 +177,7 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
     };
     env.registry.insert(handle.clone());
     tokio::spawn(actor.run(first));
-    Ok(Started::Task { handle, turn: Turn { subscription, done } })
+    Ok(Started::Task { handle, turn: Box::new(Turn { subscription, done }) })
 }
 
 /// Runs one execution of the agent in its own tokio task and reports its end to the actor
@@ -194,6 +194,7 @@ fn spawn_execution(
             .catch_unwind()
             .await
             .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())));
+        let result = result.map_err(Box::new);
         let _ = tx.send(Command::ExecutionFinished { exec, result }).await;
     })
     .abort_handle()
@@ -245,7 +246,7 @@ impl TaskActor {
 
     async fn handle(&mut self, command: Command) {
         match command {
-            Command::Agent(event) => self.on_agent_event(event),
+            Command::Agent(event) => self.on_agent_event(*event),
             Command::ExecutionFinished { exec, result } => self.on_execution_finished(exec, result),
             Command::Subscribe { reply } => {
                 let _ = reply.send(self.subscription());
@@ -256,7 +257,11 @@ impl TaskActor {
             Command::Cancel { reply } => {
                 self.env.executor.cancel(&self.task.id).await;
                 self.abort_executions();
-                self.set_status(TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None });
+                self.set_status(TaskStatus {
+                    state: TaskState::Canceled as i32,
+                    message: None,
+                    timestamp: None,
+                });
                 let _ = reply.send(self.task.clone());
             }
             Command::Message { turn, reply } => {
@@ -278,7 +283,9 @@ impl TaskActor {
         }
         match self.env.store.save(&self.handle.owner, &self.task).await {
             Ok(()) => self.dirty = false,
-            Err(error) => tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed"),
+            Err(error) => {
+                tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")
+            }
         }
     }
 
@@ -312,12 +319,15 @@ impl TaskActor {
         Ok(Turn { subscription: self.subscription(), done })
     }
 
-    fn on_execution_finished(&mut self, exec: u64, result: Result<(), A2aError>) {
+    fn on_execution_finished(&mut self, exec: u64, result: Result<(), Box<A2aError>>) {
         self.executions.remove(&exec);
         let state = state_of(self.task.status.as_ref());
         match result {
             Err(error) => self.fail(&format!("the agent failed: {error}")),
-            Ok(()) if self.executions.is_empty() && matches!(state, TaskState::Submitted | TaskState::Working) => {
+            Ok(())
+                if self.executions.is_empty()
+                    && matches!(state, TaskState::Submitted | TaskState::Working) =>
+            {
                 self.fail("invalid agent response: the agent finished without a final or interrupted state")
             }
             Ok(()) => {}
@@ -339,7 +349,9 @@ impl TaskActor {
                 self.check_ids(&update.task_id, &update.context_id)?;
                 let status = update.status.ok_or("a status update without a status")?;
                 match TaskState::try_from(status.state) {
-                    Ok(TaskState::Unspecified) | Err(_) => Err(format!("invalid task state {}", status.state)),
+                    Ok(TaskState::Unspecified) | Err(_) => {
+                        Err(format!("invalid task state {}", status.state))
+                    }
                     Ok(_) => {
                         self.set_status_with_metadata(status, update.metadata);
                         Ok(())
@@ -378,7 +390,9 @@ impl TaskActor {
     }
 
     fn merge_artifact(&mut self, update: &TaskArtifactUpdateEvent) {
-        let Some(artifact) = &update.artifact else { return };
+        let Some(artifact) = &update.artifact else {
+            return;
+        };
         let existing = self.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id);
         match existing {
             Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
@@ -428,7 +442,11 @@ impl TaskActor {
             parts: vec![crate::agent::text_part(text)],
             ..Default::default()
         };
-        self.set_status(TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None });
+        self.set_status(TaskStatus {
+            state: TaskState::Failed as i32,
+            message: Some(message),
+            timestamp: None,
+        });
     }
 
     fn publish(&mut self, payload: Payload) {

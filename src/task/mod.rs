@@ -10,10 +10,7 @@ use crate::proto::{TaskState, TaskStatus};
 
 /// COMPLETED, FAILED, CANCELED and REJECTED: nothing happens to the task afterwards.
 pub fn is_terminal(state: TaskState) -> bool {
-    matches!(
-        state,
-        TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected
-    )
+    matches!(state, TaskState::Completed | TaskState::Failed | TaskState::Canceled | TaskState::Rejected)
 }
 
 /// INPUT_REQUIRED and AUTH_REQUIRED: the task waits for the client (or a credential).
@@ -23,16 +20,12 @@ pub fn is_interrupted(state: TaskState) -> bool {
 
 /// The state of a status, treating unknown numbers as UNSPECIFIED.
 pub fn state_of(status: Option<&TaskStatus>) -> TaskState {
-    status
-        .and_then(|s| TaskState::try_from(s.state).ok())
-        .unwrap_or(TaskState::Unspecified)
+    status.and_then(|s| TaskState::try_from(s.state).ok()).unwrap_or(TaskState::Unspecified)
 }
 
 /// The current time as a protobuf Timestamp, truncated to milliseconds (spec §5.6.1).
 pub fn now() -> pbjson_types::Timestamp {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     pbjson_types::Timestamp {
         seconds: since_epoch.as_secs() as i64,
         nanos: (since_epoch.subsec_millis() * 1_000_000) as i32,

@@ -9,11 +9,10 @@ use crate::call::CallContext;
 use crate::core::{Core, EventStream};
 use crate::proto::a2a_service_server::{A2aService, A2aServiceServer};
 use crate::proto::{
-    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
-    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
 };
 
 /// A server-streaming response of `StreamResponse`s.
@@ -41,9 +40,7 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
 }
 
 fn to_grpc(stream: EventStream) -> GrpcStream {
-    stream
-        .map(|item| item.map(|event| event.response.clone()).map_err(Status::from))
-        .boxed()
+    stream.map(|item| item.map(|event| event.response.clone()).map_err(Status::from)).boxed()
 }
 
 #[tonic::async_trait]

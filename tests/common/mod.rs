@@ -11,8 +11,7 @@ use a2a_server::core::{Core, CoreSettings};
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
-    Message, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState,
-    part,
+    Message, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, part,
 };
 use a2a_server::server;
 use a2a_server::task::store::{MemoryStore, Retention};
@@ -55,10 +54,14 @@ impl TestServer {
         format!("http://{}", self.addr)
     }
 
-    /// A client on its own HTTP/2 connection.
+    /// A new HTTP/2 connection to the server.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.url()).expect("url").connect().await.expect("connect")
+    }
+
+    /// An A2A client on its own connection.
     pub async fn client(&self) -> A2aServiceClient<Channel> {
-        let channel = Channel::from_shared(self.url()).expect("url").connect().await.expect("connect");
-        A2aServiceClient::new(channel)
+        A2aServiceClient::new(self.channel().await)
     }
 
     /// Waits (event-driven polling of a counter the core exposes) until `check` holds.
@@ -145,7 +148,9 @@ pub fn artifact_texts(task: &Task) -> Vec<String> {
 }
 
 /// Reads a stream to its end (failing the test if that takes longer than [`PATIENCE`]).
-pub async fn collect(mut stream: tonic::Streaming<StreamResponse>) -> Result<Vec<StreamResponse>, tonic::Status> {
+pub async fn collect(
+    mut stream: tonic::Streaming<StreamResponse>,
+) -> Result<Vec<StreamResponse>, tonic::Status> {
     let mut items = Vec::new();
     loop {
         match tokio::time::timeout(PATIENCE, stream.message()).await.expect("stream stalled") {

@@ -88,17 +88,14 @@ impl TaskStore for MemoryStore {
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Task>, A2aError> {
         let mut state = self.lock();
         state.evict(&self.retention, Instant::now());
-        Ok(state
-            .tasks
-            .get(task_id)
-            .filter(|record| &record.owner == owner)
-            .map(|record| record.task.clone()))
+        Ok(state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone()))
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
         let mut state = self.lock();
         state.evict(&self.retention, Instant::now());
-        let after_nanos = query.status_after.as_ref().map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
+        let after_nanos =
+            query.status_after.as_ref().map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
         let mut matches: Vec<(Cursor, &Task)> = state
             .tasks
             .values()
@@ -116,7 +113,8 @@ impl TaskStore for MemoryStore {
             None => 0,
         };
         let page: Vec<_> = matches[start..].iter().take(query.page_size).collect();
-        let next = (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
+        let next =
+            (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
         Ok(TaskPage { tasks: page.into_iter().map(|(_, t)| (*t).clone()).collect(), next, total })
     }
 }

@@ -62,9 +62,7 @@ impl Cursor {
     /// Parses a page token this server issued.
     pub fn decode(token: &str) -> Result<Self, A2aError> {
         let invalid = || A2aError::invalid_field("pageToken", "not a page token issued by this server");
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|_| invalid())?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid())?;
         let raw = String::from_utf8(raw).map_err(|_| invalid())?;
         let (nanos, task_id) = raw.split_once(':').ok_or_else(invalid)?;
         Ok(Self { timestamp_nanos: nanos.parse().map_err(|_| invalid())?, task_id: task_id.to_owned() })

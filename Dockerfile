@@ -1,0 +1,16 @@
+# Build: a release binary from the locked dependency graph. protox compiles the protos, so no protoc.
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock build.rs rustfmt.toml ./
+COPY proto ./proto
+COPY src ./src
+RUN cargo build --release --locked --bin a2a-server
+
+# Run: a slim image, an unprivileged user, one port for every binding.
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --no-create-home a2a
+COPY --from=build /src/target/release/a2a-server /usr/local/bin/a2a-server
+USER 10001
+ENV A2A_LISTEN=0.0.0.0:50051
+EXPOSE 50051
+ENTRYPOINT ["/usr/local/bin/a2a-server"]
