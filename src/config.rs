@@ -1,10 +1,15 @@
 //! Command-line flags; each also reads an `A2A_*` environment variable.
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::card::{CardFacts, CardOverrides};
 use crate::core::CoreSettings;
+use crate::proto::{AgentCard, AgentSkill};
+use crate::transport::http::HttpSettings;
+use crate::transport::protojson;
 use crate::task::store::Retention;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
@@ -39,6 +44,75 @@ pub struct Config {
     #[arg(long, env = "A2A_EVENT_LOG_CAPACITY", default_value_t = 4096,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub event_log_capacity: u64,
+
+    /// Serve the HTTP side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes) on this address
+    /// instead of sharing --listen.
+    #[arg(long, env = "A2A_HTTP_LISTEN")]
+    pub http_listen: Option<SocketAddr>,
+
+    /// Base URL of the HTTP bindings as clients reach them, for the Agent Card (behind a load
+    /// balancer the bind address is not the public one). Default: http://localhost:PORT.
+    #[arg(long, env = "A2A_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// `host:port` of the gRPC binding as clients reach it, for the Agent Card.
+    /// Default: the host of --public-url (or localhost) and the --listen port.
+    #[arg(long, env = "A2A_PUBLIC_GRPC")]
+    pub public_grpc: Option<String>,
+
+    /// An Agent Card file (ProtoJSON `AgentCard`) to start from; the flags below override it,
+    /// and the server always declares its own interfaces and capabilities.
+    #[arg(long, env = "A2A_CARD")]
+    pub card: Option<PathBuf>,
+
+    /// The card's `name`.
+    #[arg(long, env = "A2A_CARD_NAME")]
+    pub card_name: Option<String>,
+
+    /// The card's `description`.
+    #[arg(long, env = "A2A_CARD_DESCRIPTION")]
+    pub card_description: Option<String>,
+
+    /// The card's `version` (the agent's own version).
+    #[arg(long, env = "A2A_CARD_VERSION")]
+    pub card_version: Option<String>,
+
+    /// The card's `provider.organization`.
+    #[arg(long, env = "A2A_CARD_PROVIDER_ORGANIZATION")]
+    pub card_provider_organization: Option<String>,
+
+    /// The card's `provider.url`.
+    #[arg(long, env = "A2A_CARD_PROVIDER_URL")]
+    pub card_provider_url: Option<String>,
+
+    /// The card's `documentationUrl`.
+    #[arg(long, env = "A2A_CARD_DOCUMENTATION_URL")]
+    pub card_documentation_url: Option<String>,
+
+    /// The card's `iconUrl`.
+    #[arg(long, env = "A2A_CARD_ICON_URL")]
+    pub card_icon_url: Option<String>,
+
+    /// A skill, as a ProtoJSON `AgentSkill` object (repeatable; replaces the default skills).
+    #[arg(long = "card-skill", env = "A2A_CARD_SKILL")]
+    pub card_skills: Vec<String>,
+
+    /// A default input media type (repeatable).
+    #[arg(long = "card-input-mode", env = "A2A_CARD_INPUT_MODES", value_delimiter = ',')]
+    pub card_input_modes: Vec<String>,
+
+    /// A default output media type (repeatable).
+    #[arg(long = "card-output-mode", env = "A2A_CARD_OUTPUT_MODES", value_delimiter = ',')]
+    pub card_output_modes: Vec<String>,
+
+    /// Allow browsers from this origin (repeatable; `*` for any). CORS is off without it.
+    #[arg(long = "cors-origin", env = "A2A_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Seconds between keep-alive comments on idle SSE streams.
+    #[arg(long, env = "A2A_SSE_KEEP_ALIVE_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub sse_keep_alive_secs: u64,
 }
 
 /// Built-in agents.
@@ -58,6 +132,75 @@ pub enum LogFormat {
 }
 
 impl Config {
+    /// The card file's card, if one is given.
+    pub fn card_file(&self) -> Result<Option<AgentCard>, String> {
+        let Some(path) = &self.card else { return Ok(None) };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --card {}: {e}", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("--card {} is not JSON: {e}", path.display()))?;
+        protojson::decode(&value).map(Some).map_err(|e| format!("--card {}: {e}", path.display()))
+    }
+
+    /// The card fields given as flags.
+    pub fn card_overrides(&self) -> Result<CardOverrides, String> {
+        let skills = self
+            .card_skills
+            .iter()
+            .map(|text| {
+                let value: serde_json::Value =
+                    serde_json::from_str(text).map_err(|e| format!("--card-skill {text:?} is not JSON: {e}"))?;
+                protojson::decode::<AgentSkill>(&value).map_err(|e| format!("--card-skill {text:?}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CardOverrides {
+            name: self.card_name.clone(),
+            description: self.card_description.clone(),
+            version: self.card_version.clone(),
+            provider_organization: self.card_provider_organization.clone(),
+            provider_url: self.card_provider_url.clone(),
+            documentation_url: self.card_documentation_url.clone(),
+            icon_url: self.card_icon_url.clone(),
+            skills,
+            input_modes: self.card_input_modes.clone(),
+            output_modes: self.card_output_modes.clone(),
+        })
+    }
+
+    /// Where clients reach this server, given the addresses actually bound.
+    pub fn card_facts(&self, grpc: SocketAddr, http: SocketAddr, core: &CoreSettings) -> CardFacts {
+        let local_host = |addr: SocketAddr| match addr.ip() {
+            ip if ip.is_unspecified() || ip.is_loopback() => "localhost".to_owned(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        };
+        let public_url = self
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}", local_host(http), http.port()));
+        let public_host = public_url
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split(['/', '?']).next())
+            .map(|authority| match authority.rsplit_once(':') {
+                Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
+                _ => authority.to_owned(),
+            })
+            .filter(|host| !host.is_empty())
+            .unwrap_or_else(|| local_host(grpc));
+        CardFacts {
+            public_grpc: self.public_grpc.clone().unwrap_or_else(|| format!("{public_host}:{}", grpc.port())),
+            public_url,
+            streaming: core.streaming,
+            push_notifications: core.push_notifications,
+            extended_card: core.extended_card.is_some(),
+        }
+    }
+
+    /// HTTP settings.
+    pub fn http_settings(&self) -> HttpSettings {
+        HttpSettings { sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs) }
+    }
+
     /// The retention of finished tasks.
     pub fn retention(&self) -> Retention {
         Retention {

@@ -5,6 +5,7 @@
 //! invent their own mapping and stay functionally equivalent.
 use std::collections::HashMap;
 
+use serde_json::{Value, json};
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -234,6 +235,68 @@ impl A2aError {
             details.add_bad_request_violation(violation.field.clone(), violation.description.clone());
         }
         tonic::Status::with_error_details(self.grpc_code(), self.to_string(), details)
+    }
+}
+
+impl A2aError {
+    /// The details as ProtoJSON `Any` objects: the ErrorInfo first, then any BadRequest.
+    pub fn details_json(&self) -> Vec<Value> {
+        let mut details = vec![json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason(),
+            "domain": self.domain(),
+            "metadata": self.metadata(),
+        })];
+        if !self.violations().is_empty() {
+            let violations: Vec<Value> = self
+                .violations()
+                .iter()
+                .map(|v| json!({"field": v.field, "description": v.description}))
+                .collect();
+            details.push(json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": violations,
+            }));
+        }
+        details
+    }
+
+    /// The JSON-RPC `error` object: `code`, `message` and `data` (the details array).
+    pub fn to_jsonrpc_error(&self) -> Value {
+        json!({"code": self.jsonrpc_code(), "message": self.to_string(), "data": self.details_json()})
+    }
+
+    /// The HTTP+JSON error body: `google.rpc.Status` in its HTTP/JSON form (spec §11.6).
+    pub fn to_http_body(&self) -> Value {
+        json!({"error": {
+            "code": self.http_status(),
+            "status": code_name(self.grpc_code()),
+            "message": self.to_string(),
+            "details": self.details_json(),
+        }})
+    }
+}
+
+/// The canonical name of a gRPC code, as `google.rpc.Status` JSON spells it.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
 //! - [`server`] and [`config`]: assembling the listener; the command line.
 pub mod agent;
+pub mod card;
 pub mod call;
 pub mod config;
 pub mod core;

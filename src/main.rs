@@ -1,13 +1,15 @@
-//! The `a2a-server` binary: flags → core → listener, until Ctrl-C or SIGTERM.
+//! The `a2a-server` binary: flags → core → listeners, until Ctrl-C or SIGTERM.
 use std::sync::Arc;
 
 use a2a_server::agent::AgentExecutor;
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::core::Core;
-use a2a_server::server;
+use a2a_server::server::{self, BoxError};
 use a2a_server::task::store::MemoryStore;
+use a2a_server::{card, proto::AgentCard};
 use clap::Parser;
+use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -21,11 +23,15 @@ async fn main() {
     }
 }
 
+/// A configuration problem found at start-up: reported like a bad flag (exit code 2).
+fn config_error(message: impl std::fmt::Display) -> ! {
+    eprintln!("a2a-server: {message}");
+    std::process::exit(2);
+}
+
 fn init_logging(config: &Config) {
-    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|error| {
-        eprintln!("a2a-server: invalid --log-level {:?}: {error}", config.log_level);
-        std::process::exit(2);
-    });
+    let filter = EnvFilter::try_new(&config.log_level)
+        .unwrap_or_else(|error| config_error(format!("invalid --log-level {:?}: {error}", config.log_level)));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Text => builder.init(),
@@ -33,20 +39,71 @@ fn init_logging(config: &Config) {
     }
 }
 
-async fn run(config: Config) -> Result<(), server::BoxError> {
-    let executor: Arc<dyn AgentExecutor> = match config.agent {
-        AgentKind::Demo => Arc::new(DemoAgent),
+fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
+    match config.agent {
+        AgentKind::Demo => (Arc::new(DemoAgent), DemoAgent::card()),
+    }
+}
+
+async fn bind(address: std::net::SocketAddr) -> Result<TcpListener, BoxError> {
+    TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}").into())
+}
+
+async fn run(config: Config) -> Result<(), BoxError> {
+    let (executor, default_card) = agent(&config);
+    let base_card = config.card_file().unwrap_or_else(|e| config_error(e)).unwrap_or(default_card);
+    let overrides = config.card_overrides().unwrap_or_else(|e| config_error(e));
+    let mut settings = config.core_settings();
+
+    let listener = bind(config.listen).await?;
+    let grpc_address = listener.local_addr()?;
+    let http_listener = match config.http_listen {
+        Some(address) => Some(bind(address).await?),
+        None => None,
     };
+    let http_address = match &http_listener {
+        Some(listener) => listener.local_addr()?,
+        None => grpc_address,
+    };
+
+    let facts = config.card_facts(grpc_address, http_address, &settings);
+    let card = card::build(base_card, overrides, &facts).unwrap_or_else(|e| config_error(e));
+    settings.required_extensions = card::required_extensions(&card);
     let store = Arc::new(MemoryStore::new(config.retention()));
-    let core = Arc::new(Core::new(executor, store, config.core_settings()));
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let address = listener.local_addr()?;
-    let app = server::app(core).await?;
-    println!("a2a-server listening on {address} (gRPC lf.a2a.v1.A2AService, agent {:?})", config.agent);
-    tracing::info!(%address, agent = ?config.agent, "listening");
-    server::serve(listener, app, shutdown_signal()).await
+    let core = Arc::new(Core::new(executor, store, settings));
+    let options = server::Options { card, http: config.http_settings(), cors_origins: config.cors_origins.clone() };
+    let app = server::app(core, options).await?;
+
+    println!(
+        "a2a-server listening on {grpc_address} (gRPC lf.a2a.v1.A2AService{}), agent {:?}; card at {}/.well-known/agent-card.json",
+        if http_listener.is_some() { "" } else { ", JSON-RPC, HTTP+JSON" },
+        config.agent,
+        facts.public_url.trim_end_matches('/'),
+    );
+    tracing::info!(%grpc_address, %http_address, agent = ?config.agent, "listening");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = move || {
+        let mut stop_rx = stop_rx.clone();
+        async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        }
+    };
+    match http_listener {
+        None => server::serve(listener, app.combined(), stopped()).await,
+        Some(http_listener) => {
+            println!("a2a-server HTTP bindings on {http_address}");
+            let (grpc, http) = app.split();
+            let (a, b) = tokio::join!(
+                server::serve(listener, grpc, stopped()),
+                server::serve(http_listener, http, stopped())
+            );
+            a.and(b)
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,4 +1,16 @@
 //! Wire bindings: each decodes its protocol into the generated request types plus a
 //! [`CallContext`](crate::call::CallContext), calls the [`Core`](crate::core::Core), and encodes
 //! the result. No binding touches task internals.
+//!
+//! - [`grpc`]: `lf.a2a.v1.A2AService` (tonic), also reachable as grpc-web.
+//! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
+//!   and encoding with [`protojson`]; streams go out as [`sse`].
+//! - [`card`]: the Agent Card; [`http`]: what the HTTP side shares, and its router.
+pub mod card;
 pub mod grpc;
+pub mod http;
+pub mod jsonrpc;
+pub mod operation;
+pub mod protojson;
+pub mod rest;
+pub mod sse;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::{AgentExecutor, text_part};
+use a2a_server::card::{self, CardFacts};
 use a2a_server::core::{Core, CoreSettings};
+use a2a_server::transport::http::HttpSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
@@ -38,13 +40,27 @@ impl TestServer {
     }
 
     pub async fn start_agent(agent: Arc<dyn AgentExecutor>, settings: CoreSettings) -> Self {
-        let store = Arc::new(MemoryStore::new(Retention::default()));
-        let core = Arc::new(Core::new(agent, store, settings));
+        Self::start_full(agent, settings, Vec::new()).await
+    }
+
+    /// A server with the demo agent's card, CORS allowed for `cors_origins`.
+    pub async fn start_full(agent: Arc<dyn AgentExecutor>, settings: CoreSettings, cors_origins: Vec<String>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let app = server::app(core.clone()).await.expect("app");
+        let facts = CardFacts {
+            public_url: format!("http://{addr}"),
+            public_grpc: addr.to_string(),
+            streaming: settings.streaming,
+            push_notifications: settings.push_notifications,
+            extended_card: settings.extended_card.is_some(),
+        };
+        let card = card::build(DemoAgent::card(), Default::default(), &facts).expect("card");
+        let store = Arc::new(MemoryStore::new(Retention::default()));
+        let core = Arc::new(Core::new(agent, store, settings));
+        let options = server::Options { card, http: HttpSettings::default(), cors_origins };
+        let app = server::app(core.clone(), options).await.expect("app");
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server::serve(listener, app, async {
+        tokio::spawn(server::serve(listener, app.combined(), async {
             let _ = stopped.await;
         }));
         Self { addr, core, stop: Some(stop) }
@@ -173,4 +189,126 @@ pub fn assert_a2a_error(status: &tonic::Status, code: tonic::Code, reason: &str)
     let info = details.error_info().unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
     assert_eq!(info.reason, reason, "reason of {status:?}");
     assert!(!info.domain.is_empty());
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl SseEvent {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {}", self.data))
+    }
+}
+
+/// Reads SSE events from a response as they arrive.
+pub struct SseReader {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> Self {
+        let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert!(content_type.starts_with("text/event-stream"), "not SSE: {content_type}");
+        Self { body: Box::pin(response.bytes_stream()), buffer: String::new() }
+    }
+
+    /// The next event (comments skipped), or `None` when the server closed the stream.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        use futures::StreamExt;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = SseEvent { id: None, event: None, data: String::new() };
+                let mut has_data = false;
+                for line in block.lines() {
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "id" => event.id = Some(value.to_owned()),
+                        "event" => event.event = Some(value.to_owned()),
+                        "data" => {
+                            if has_data {
+                                event.data.push('\n');
+                            }
+                            event.data.push_str(value);
+                            has_data = true;
+                        }
+                        _ => {}
+                    }
+                }
+                if has_data {
+                    return Some(event);
+                }
+            }
+            let chunk = tokio::time::timeout(PATIENCE, self.body.next()).await.expect("SSE stalled")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk.expect("SSE body")));
+        }
+    }
+
+    /// Every remaining event, until the server closes the stream.
+    pub async fn collect(mut self) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        while let Some(event) = self.next().await {
+            events.push(event);
+        }
+        events
+    }
+}
+
+/// A JSON-RPC request body.
+pub fn rpc(id: i64, method: &str, params: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// A ProtoJSON user message.
+pub fn json_message(text: &str) -> serde_json::Value {
+    serde_json::json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// The state name of a ProtoJSON StreamResponse / Task / status update, if it carries one.
+pub fn json_state(item: &serde_json::Value) -> Option<String> {
+    let status = item
+        .get("task")
+        .and_then(|t| t.get("status"))
+        .or_else(|| item.get("statusUpdate").and_then(|u| u.get("status")))
+        .or_else(|| item.get("status"))?;
+    status.get("state").and_then(|s| s.as_str()).map(str::to_owned)
+}
+
+/// The text parts of a ProtoJSON artifactUpdate.
+pub fn json_chunks(item: &serde_json::Value) -> Vec<String> {
+    item.pointer("/artifactUpdate/artifact/parts")
+        .and_then(|p| p.as_array())
+        .map(|parts| parts.iter().filter_map(|p| p.get("text").and_then(|t| t.as_str()).map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Asserts a JSON-RPC error response: code, and the ErrorInfo reason first in `data`.
+pub fn assert_rpc_error(body: &serde_json::Value, code: i64, reason: &str) {
+    let error = body.get("error").unwrap_or_else(|| panic!("not an error: {body}"));
+    assert_eq!(error["code"], code, "{body}");
+    assert_eq!(error["data"][0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "{body}");
+    assert_eq!(error["data"][0]["reason"], reason, "{body}");
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    let keys: Vec<_> = error.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["code", "message", "data"], "only code, message and data");
+}
+
+/// Asserts an HTTP+JSON error: status, `google.rpc.Status` body and the ErrorInfo reason.
+pub async fn assert_http_error(response: reqwest::Response, status: u16, reason: &str) -> serde_json::Value {
+    assert_eq!(response.status().as_u16(), status);
+    let content_type = response.headers().get("content-type").unwrap().to_str().unwrap().to_owned();
+    assert!(content_type.contains("json"), "{content_type}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], status, "{body}");
+    assert!(body["error"]["status"].as_str().is_some(), "{body}");
+    assert_eq!(body["error"]["details"][0]["reason"], reason, "{body}");
+    assert_eq!(body["error"]["details"][0]["domain"], "a2a-protocol.org", "{body}");
+    body
 }

@@ -1,0 +1,120 @@
+//! What the JSON bindings share over HTTP: service parameters from headers, content-type
+//! checks, response encoding, and the router that puts JSON-RPC, HTTP+JSON, the Agent Card and
+//! the probes together.
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use super::card::CardService;
+use super::{jsonrpc, rest};
+use crate::call::CallContext;
+use crate::core::Core;
+use crate::error::A2aError;
+
+/// `application/a2a+json`, the HTTP+JSON binding's media type (spec v1.0.1 §11.1).
+pub const A2A_JSON: &str = "application/a2a+json";
+
+/// Settings of the HTTP side.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// How often an idle SSE stream gets a keep-alive comment.
+    pub sse_keep_alive: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self { sse_keep_alive: Duration::from_secs(15) }
+    }
+}
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct HttpState {
+    /// The A2A core.
+    pub core: Arc<Core>,
+    /// HTTP settings.
+    pub settings: HttpSettings,
+    /// The public Agent Card.
+    pub card: Arc<CardService>,
+    /// Flipped to false when the server starts shutting down.
+    pub ready: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The HTTP routes: JSON-RPC at `/`, the Agent Card, `/healthz`, `/readyz`; everything else
+/// goes to the HTTP+JSON binding (whose paths carry `:verbs` and optional tenant prefixes that
+/// a router pattern cannot express), through the fallback the caller installs with
+/// [`rest::handle`].
+pub fn router(state: HttpState) -> axum::Router {
+    axum::Router::new()
+        .route("/", post(jsonrpc::handle))
+        .route("/.well-known/agent-card.json", get(super::card::handle))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn readyz(axum::extract::State(state): axum::extract::State<HttpState>) -> Response {
+    if state.ready.load(std::sync::atomic::Ordering::Relaxed) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    }
+}
+
+/// Service parameters from HTTP headers (case-insensitive names) or, for `A2A-Version`, the
+/// query string (spec §3.6.1).
+pub fn call_context(headers: &HeaderMap, query: Option<&str>) -> CallContext {
+    let from_query = query.and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+            .map(|(_, v)| v.into_owned())
+    });
+    let version = headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or(from_query);
+    let extensions = headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
+    CallContext::from_parameters(version.as_deref(), extensions)
+}
+
+/// Whether the request body is declared as JSON (`application/json`, `application/a2a+json`
+/// or any `+json` type). A request without a Content-Type is read as JSON.
+pub fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return true };
+    let Ok(value) = value.to_str() else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The error for a request body that is not JSON.
+pub fn not_json(headers: &HeaderMap) -> A2aError {
+    let given = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("?");
+    A2aError::ContentTypeNotSupported(format!(
+        "request Content-Type {given:?} is not supported; send application/json or {A2A_JSON}"
+    ))
+}
+
+/// Whether the client asked for `application/a2a+json` responses.
+pub fn wants_a2a_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .into_iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains(A2A_JSON))
+}
+
+/// A JSON response with the negotiated media type.
+pub fn json_response(status: StatusCode, body: &Value, a2a_json: bool) -> Response {
+    let content_type = if a2a_json { A2A_JSON } else { "application/json" };
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Parses a JSON body, mapping failure to a JSON parse error.
+pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
+    serde_json::from_slice(body).map_err(|e| A2aError::JsonParse(format!("invalid JSON: {e}")))
+}
+
+pub use rest::handle as rest_handler;

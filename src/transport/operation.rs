@@ -1,0 +1,111 @@
+//! The A2A operations as the JSON bindings see them: each binding decodes its wire form (a
+//! JSON-RPC method and params, or a REST route, body and query) into one [`Operation`], and this
+//! module runs it against the core and encodes the result as ProtoJSON. The gRPC binding needs
+//! none of this: tonic already hands it typed requests.
+use serde_json::{Value, json};
+
+use super::protojson::{encode, encode_list_tasks};
+use crate::call::CallContext;
+use crate::core::{Core, EventStream};
+use crate::error::A2aError;
+use crate::proto::{
+    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+};
+
+/// One decoded A2A call.
+#[derive(Debug, Clone)]
+pub enum Operation {
+    /// SendMessage.
+    SendMessage(SendMessageRequest),
+    /// SendStreamingMessage.
+    SendStreamingMessage(SendMessageRequest),
+    /// GetTask.
+    GetTask(GetTaskRequest),
+    /// ListTasks.
+    ListTasks(ListTasksRequest),
+    /// CancelTask.
+    CancelTask(CancelTaskRequest),
+    /// SubscribeToTask.
+    SubscribeToTask(SubscribeToTaskRequest),
+    /// CreateTaskPushNotificationConfig.
+    CreatePushConfig(TaskPushNotificationConfig),
+    /// GetTaskPushNotificationConfig.
+    GetPushConfig(GetTaskPushNotificationConfigRequest),
+    /// ListTaskPushNotificationConfigs.
+    ListPushConfigs(ListTaskPushNotificationConfigsRequest),
+    /// DeleteTaskPushNotificationConfig.
+    DeletePushConfig(DeleteTaskPushNotificationConfigRequest),
+    /// GetExtendedAgentCard.
+    GetExtendedAgentCard(GetExtendedAgentCardRequest),
+}
+
+/// What an operation produced: one ProtoJSON result, or a stream of events.
+pub enum Outcome {
+    /// A unary result, already ProtoJSON.
+    Json(Value),
+    /// A streaming result.
+    Stream(EventStream),
+}
+
+impl Operation {
+    /// The operation's v1.0 method name (the gRPC RPC name, also the JSON-RPC method).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::SendMessage(_) => "SendMessage",
+            Self::SendStreamingMessage(_) => "SendStreamingMessage",
+            Self::GetTask(_) => "GetTask",
+            Self::ListTasks(_) => "ListTasks",
+            Self::CancelTask(_) => "CancelTask",
+            Self::SubscribeToTask(_) => "SubscribeToTask",
+            Self::CreatePushConfig(_) => "CreateTaskPushNotificationConfig",
+            Self::GetPushConfig(_) => "GetTaskPushNotificationConfig",
+            Self::ListPushConfigs(_) => "ListTaskPushNotificationConfigs",
+            Self::DeletePushConfig(_) => "DeleteTaskPushNotificationConfig",
+            Self::GetExtendedAgentCard(_) => "GetExtendedAgentCard",
+        }
+    }
+
+    /// Sets the tenant (the HTTP+JSON binding takes it from the path).
+    pub fn set_tenant(&mut self, tenant: String) {
+        match self {
+            Self::SendMessage(r) | Self::SendStreamingMessage(r) => r.tenant = tenant,
+            Self::GetTask(r) => r.tenant = tenant,
+            Self::ListTasks(r) => r.tenant = tenant,
+            Self::CancelTask(r) => r.tenant = tenant,
+            Self::SubscribeToTask(r) => r.tenant = tenant,
+            Self::CreatePushConfig(r) => r.tenant = tenant,
+            Self::GetPushConfig(r) => r.tenant = tenant,
+            Self::ListPushConfigs(r) => r.tenant = tenant,
+            Self::DeletePushConfig(r) => r.tenant = tenant,
+            Self::GetExtendedAgentCard(r) => r.tenant = tenant,
+        }
+    }
+
+    /// Runs the operation.
+    pub async fn execute(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {
+        Ok(match self {
+            Self::SendMessage(r) => Outcome::Json(encode(&core.send_message(call, r).await?)),
+            Self::SendStreamingMessage(r) => Outcome::Stream(core.send_streaming_message(call, r).await?),
+            Self::GetTask(r) => Outcome::Json(encode(&core.get_task(call, r).await?)),
+            Self::ListTasks(r) => Outcome::Json(encode_list_tasks(&core.list_tasks(call, r).await?)),
+            Self::CancelTask(r) => Outcome::Json(encode(&core.cancel_task(call, r).await?)),
+            Self::SubscribeToTask(r) => Outcome::Stream(core.subscribe_to_task(call, r).await?),
+            Self::CreatePushConfig(r) => {
+                Outcome::Json(encode(&core.create_task_push_notification_config(call, r).await?))
+            }
+            Self::GetPushConfig(r) => {
+                Outcome::Json(encode(&core.get_task_push_notification_config(call, r).await?))
+            }
+            Self::ListPushConfigs(r) => {
+                Outcome::Json(encode(&core.list_task_push_notification_configs(call, r).await?))
+            }
+            Self::DeletePushConfig(r) => {
+                core.delete_task_push_notification_config(call, r).await?;
+                Outcome::Json(json!({}))
+            }
+            Self::GetExtendedAgentCard(r) => Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?)),
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! ProtoJSON for the generated types, driven by the embedded descriptors (prost-reflect), so the
+//! JSON bindings speak exactly the proto's JSON mapping with no hand-written twin model.
+//!
+//! Output is canonical: lowerCamelCase names, enums by name, base64 bytes, RFC 3339 timestamps
+//! ending in `Z`, default-valued implicit fields omitted. Input is lenient as ProtoJSON parsers
+//! must be: proto or JSON field names, enum names or numbers, `null` for any field (for
+//! repeated and map fields too, which real clients send), unknown fields ignored.
+use std::sync::LazyLock;
+
+use prost::{Message, Name};
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor};
+use serde_json::Value;
+
+use crate::error::A2aError;
+use crate::proto::{FILE_DESCRIPTOR_SET, ListTasksResponse};
+
+static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
+    DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("the embedded descriptor set is valid")
+});
+
+/// The descriptor of a generated message type.
+pub fn descriptor<T: Name>() -> MessageDescriptor {
+    POOL.get_message_by_name(&T::full_name()).expect("every generated type is in the embedded descriptor set")
+}
+
+/// Decodes a ProtoJSON value into `T`; a value that does not fit is an `InvalidParams` error
+/// naming what is wrong.
+pub fn decode<T: Message + Name + Default>(value: &Value) -> Result<T, A2aError> {
+    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let message = DynamicMessage::deserialize_with_options(descriptor::<T>(), value, &options)
+        .map_err(|e| invalid_json::<T>(&e.to_string()))?;
+    message.transcode_to::<T>().map_err(|e| invalid_json::<T>(&e.to_string()))
+}
+
+fn invalid_json<T: Name>(problem: &str) -> A2aError {
+    A2aError::InvalidParams {
+        message: format!("invalid {}: {problem}", T::NAME),
+        violations: vec![crate::error::FieldViolation::new(T::NAME, problem)],
+    }
+}
+
+fn dynamic<T: Message + Name>(message: &T) -> DynamicMessage {
+    let mut dynamic = DynamicMessage::new(descriptor::<T>());
+    dynamic
+        .transcode_from(message)
+        .expect("a generated message transcodes to its own descriptor");
+    dynamic
+}
+
+/// Encodes `message` as canonical ProtoJSON.
+pub fn encode<T: Message + Name>(message: &T) -> Value {
+    serde_json::to_value(dynamic(message)).expect("ProtoJSON of a valid message serializes")
+}
+
+/// Encodes `message` as canonical ProtoJSON text.
+pub fn encode_string<T: Message + Name>(message: &T) -> String {
+    serde_json::to_string(&dynamic(message)).expect("ProtoJSON of a valid message serializes")
+}
+
+/// `ListTasksResponse` must always carry `nextPageToken`, `pageSize` and `totalSize`, even at
+/// their default values (spec §3.1.4), and `tasks` even when empty.
+pub fn encode_list_tasks(response: &ListTasksResponse) -> Value {
+    let mut value = encode(response);
+    if let Value::Object(map) = &mut value {
+        map.entry("tasks").or_insert_with(|| Value::Array(Vec::new()));
+        map.entry("nextPageToken").or_insert_with(|| Value::String(String::new()));
+        map.entry("pageSize").or_insert_with(|| Value::from(response.page_size));
+        map.entry("totalSize").or_insert_with(|| Value::from(response.total_size));
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{Message as A2aMessage, Part, Role, Task, TaskState, TaskStatus, part};
+    use serde_json::json;
+
+    #[test]
+    fn canonical_output() {
+        let task = Task {
+            id: "t".into(),
+            status: Some(TaskStatus {
+                state: TaskState::Working as i32,
+                message: None,
+                timestamp: Some(pbjson_types::Timestamp { seconds: 1_700_000_000, nanos: 123_000_000 }),
+            }),
+            history: vec![A2aMessage {
+                message_id: "m".into(),
+                role: Role::User as i32,
+                parts: vec![Part { content: Some(part::Content::Raw(vec![1, 2, 3])), ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            encode(&task),
+            json!({
+                "id": "t",
+                "status": {"state": "TASK_STATE_WORKING", "timestamp": "2023-11-14T22:13:20.123Z"},
+                "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"raw": "AQID"}]}]
+            })
+        );
+    }
+
+    #[test]
+    fn lenient_input() {
+        let value = json!({
+            "message_id": "m", "role": 1, "parts": [{"text": "hi"}, {"data": null}],
+            "extensions": null, "metadata": null, "somethingNew": {"x": 1}
+        });
+        let message: A2aMessage = decode(&value).unwrap();
+        assert_eq!(message.message_id, "m");
+        assert_eq!(message.role, Role::User as i32);
+        assert_eq!(message.parts.len(), 2);
+        assert!(message.extensions.is_empty());
+        // Unknown enum names are dropped like unknown fields (validation then rejects a
+        // missing role); values of the wrong JSON type are errors.
+        let unknown: A2aMessage = decode(&json!({"role": "ROLE_NOPE"})).unwrap();
+        assert_eq!(unknown.role, 0);
+        let bad = decode::<A2aMessage>(&json!({"parts": "not a list"})).unwrap_err();
+        assert_eq!(bad.reason(), "INVALID_PARAMS");
+    }
+
+    #[test]
+    fn list_response_always_has_paging_fields() {
+        let value = encode_list_tasks(&ListTasksResponse::default());
+        assert_eq!(value, json!({"tasks": [], "nextPageToken": "", "pageSize": 0, "totalSize": 0}));
+    }
+}
