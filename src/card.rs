@@ -121,8 +121,16 @@ fn validate(card: &AgentCard) -> Result<(), A2aError> {
     require("name".into(), !card.name.trim().is_empty(), "is required");
     require("description".into(), !card.description.trim().is_empty(), "is required");
     require("version".into(), !card.version.trim().is_empty(), "is required");
-    require("defaultInputModes".into(), !card.default_input_modes.is_empty(), "needs at least one media type");
-    require("defaultOutputModes".into(), !card.default_output_modes.is_empty(), "needs at least one media type");
+    require(
+        "defaultInputModes".into(),
+        !card.default_input_modes.is_empty(),
+        "needs at least one media type",
+    );
+    require(
+        "defaultOutputModes".into(),
+        !card.default_output_modes.is_empty(),
+        "needs at least one media type",
+    );
     require("skills".into(), !card.skills.is_empty(), "needs at least one skill");
     if let Some(provider) = &card.provider {
         require("provider.organization".into(), !provider.organization.is_empty(), "is required");
@@ -186,7 +194,9 @@ mod tests {
 
     #[test]
     fn declares_interfaces_and_truthful_capabilities() {
-        let card = build(base(), CardOverrides { name: Some("Named".into()), ..Default::default() }, &facts()).unwrap();
+        let card =
+            build(base(), CardOverrides { name: Some("Named".into()), ..Default::default() }, &facts())
+                .unwrap();
         assert_eq!(card.name, "Named");
         let urls: Vec<_> =
             card.supported_interfaces.iter().map(|i| (i.protocol_binding.as_str(), i.url.as_str())).collect();

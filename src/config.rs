@@ -8,9 +8,9 @@ use clap::{Parser, ValueEnum};
 use crate::card::{CardFacts, CardOverrides};
 use crate::core::CoreSettings;
 use crate::proto::{AgentCard, AgentSkill};
+use crate::task::store::Retention;
 use crate::transport::http::HttpSettings;
 use crate::transport::protojson;
-use crate::task::store::Retention;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
 #[derive(Debug, Clone, Parser)]
@@ -135,7 +135,8 @@ impl Config {
     /// The card file's card, if one is given.
     pub fn card_file(&self) -> Result<Option<AgentCard>, String> {
         let Some(path) = &self.card else { return Ok(None) };
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read --card {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --card {}: {e}", path.display()))?;
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("--card {} is not JSON: {e}", path.display()))?;
         protojson::decode(&value).map(Some).map_err(|e| format!("--card {}: {e}", path.display()))
@@ -147,8 +148,8 @@ impl Config {
             .card_skills
             .iter()
             .map(|text| {
-                let value: serde_json::Value =
-                    serde_json::from_str(text).map_err(|e| format!("--card-skill {text:?} is not JSON: {e}"))?;
+                let value: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| format!("--card-skill {text:?} is not JSON: {e}"))?;
                 protojson::decode::<AgentSkill>(&value).map_err(|e| format!("--card-skill {text:?}: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -173,10 +174,8 @@ impl Config {
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
             ip => ip.to_string(),
         };
-        let public_url = self
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}:{}", local_host(http), http.port()));
+        let public_url =
+            self.public_url.clone().unwrap_or_else(|| format!("http://{}:{}", local_host(http), http.port()));
         let public_host = public_url
             .split("://")
             .nth(1)

@@ -15,8 +15,8 @@
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
 //! - [`server`] and [`config`]: assembling the listener; the command line.
 pub mod agent;
-pub mod card;
 pub mod call;
+pub mod card;
 pub mod config;
 pub mod core;
 pub mod error;

@@ -71,7 +71,8 @@ async fn run(config: Config) -> Result<(), BoxError> {
     settings.required_extensions = card::required_extensions(&card);
     let store = Arc::new(MemoryStore::new(config.retention()));
     let core = Arc::new(Core::new(executor, store, settings));
-    let options = server::Options { card, http: config.http_settings(), cors_origins: config.cors_origins.clone() };
+    let options =
+        server::Options { card, http: config.http_settings(), cors_origins: config.cors_origins.clone() };
     let app = server::app(core, options).await?;
 
     println!(

@@ -104,7 +104,8 @@ fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>
         let http = http.clone();
         async move {
             if is_grpc(&request) {
-                return tonic::Status::unimplemented(format!("unknown method {}", request.uri().path())).into_http();
+                return tonic::Status::unimplemented(format!("unknown method {}", request.uri().path()))
+                    .into_http();
             }
             match http {
                 Some(state) => rest::handle(state, request).await,
@@ -139,8 +140,15 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
         AllowOrigin::list(values.map_err(|e| format!("invalid CORS origin: {e}"))?)
     };
     let headers = [
-        "content-type", "authorization", "a2a-version", "a2a-extensions", "x-grpc-web", "x-user-agent",
-        "grpc-timeout", "if-none-match", "cache-control",
+        "content-type",
+        "authorization",
+        "a2a-version",
+        "a2a-extensions",
+        "x-grpc-web",
+        "x-user-agent",
+        "grpc-timeout",
+        "if-none-match",
+        "cache-control",
     ];
     let exposed = ["grpc-status", "grpc-message", "grpc-status-details-bin", "etag", "a2a-extensions"];
     Ok(Some(

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use pbjson_types::{Value, value::Kind};
 
 use super::{AgentExecutor, EventSink, RequestContext, text_artifact, text_part};
-use crate::error::A2aError;
 use crate::card::skill;
+use crate::error::A2aError;
 use crate::proto::{AgentCard, Artifact, Part, TaskState, part};
 
 /// Upper bounds on `stream` arguments, so a message cannot park a task for days.
@@ -27,14 +27,33 @@ impl DemoAgent {
     pub fn card() -> AgentCard {
         AgentCard {
             name: "a2a-server demo agent".into(),
-            description: "Deterministic demo behaviours for watching A2A streaming, interrupts and errors.".into(),
+            description: "Deterministic demo behaviours for watching A2A streaming, interrupts and errors."
+                .into(),
             version: env!("CARGO_PKG_VERSION").into(),
             default_input_modes: vec!["text/plain".into()],
             default_output_modes: vec!["text/plain".into(), "application/json".into()],
             skills: vec![
-                skill("stream", "Stream", "Streams N artifact chunks MS ms apart.", &["demo", "streaming"], &["stream 5 500"]),
-                skill("input", "Ask for input", "Asks a question, then echoes the answer.", &["demo", "multi-turn"], &["input"]),
-                skill("auth", "Authorization", "Waits in AUTH_REQUIRED, then resumes by itself.", &["demo"], &["auth"]),
+                skill(
+                    "stream",
+                    "Stream",
+                    "Streams N artifact chunks MS ms apart.",
+                    &["demo", "streaming"],
+                    &["stream 5 500"],
+                ),
+                skill(
+                    "input",
+                    "Ask for input",
+                    "Asks a question, then echoes the answer.",
+                    &["demo", "multi-turn"],
+                    &["input"],
+                ),
+                skill(
+                    "auth",
+                    "Authorization",
+                    "Waits in AUTH_REQUIRED, then resumes by itself.",
+                    &["demo"],
+                    &["auth"],
+                ),
                 skill("echo", "Echo", "Echoes any other text as an artifact.", &["demo"], &["hello"]),
             ],
             ..Default::default()

@@ -105,7 +105,9 @@ impl Operation {
                 core.delete_task_push_notification_config(call, r).await?;
                 Outcome::Json(json!({}))
             }
-            Self::GetExtendedAgentCard(r) => Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?)),
+            Self::GetExtendedAgentCard(r) => {
+                Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?))
+            }
         })
     }
 }

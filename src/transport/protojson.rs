@@ -41,9 +41,7 @@ fn invalid_json<T: Name>(problem: &str) -> A2aError {
 
 fn dynamic<T: Message + Name>(message: &T) -> DynamicMessage {
     let mut dynamic = DynamicMessage::new(descriptor::<T>());
-    dynamic
-        .transcode_from(message)
-        .expect("a generated message transcodes to its own descriptor");
+    dynamic.transcode_from(message).expect("a generated message transcodes to its own descriptor");
     dynamic
 }
 

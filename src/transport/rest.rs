@@ -63,7 +63,9 @@ fn match_route(method: &Method, segments: &[&str]) -> Result<Route, Miss> {
         ["tasks"] => allow("GET", get, Route::ListTasks),
         ["extendedAgentCard"] => allow("GET", get, Route::ExtendedAgentCard),
         ["tasks", task] => match task.rsplit_once(':') {
-            Some((id, "cancel")) if !id.is_empty() => allow("POST", post, Route::CancelTask(decode_segment(id))),
+            Some((id, "cancel")) if !id.is_empty() => {
+                allow("POST", post, Route::CancelTask(decode_segment(id)))
+            }
             Some((id, "subscribe")) if !id.is_empty() => {
                 // The proto says GET, the spec text says POST; clients send both.
                 allow("GET, POST", get || post, Route::SubscribeToTask(decode_segment(id)))
@@ -92,7 +94,8 @@ fn resolve(method: &Method, path: &str) -> Result<(Route, Option<String>), Miss>
     match match_route(method, &segments) {
         Ok(route) => Ok((route, None)),
         Err(miss) => match segments.split_first() {
-            Some((tenant, rest)) if !tenant.is_empty() && !rest.is_empty() => match match_route(method, rest) {
+            Some((tenant, rest)) if !tenant.is_empty() && !rest.is_empty() => match match_route(method, rest)
+            {
                 Ok(route) => Ok((route, Some(decode_segment(tenant)))),
                 Err(Miss::NotFound) => Err(miss),
                 Err(other) => Err(other),
@@ -109,7 +112,8 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     let (route, tenant) = match resolve(&parts.method, parts.uri.path()) {
         Ok(found) => found,
         Err(Miss::NotFound) => {
-            let error = A2aError::MethodNotFound(format!("no route for {} {}", parts.method, parts.uri.path()));
+            let error =
+                A2aError::MethodNotFound(format!("no route for {} {}", parts.method, parts.uri.path()));
             return error_response(&error, a2a_json);
         }
         Err(Miss::MethodNotAllowed(allowed)) => {
@@ -143,10 +147,12 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     let call = http::call_context(&parts.headers, parts.uri.query());
     match operation.execute(&state.core, &call).await {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
-        Ok(Outcome::Stream(stream)) => sse::response(stream, state.settings.sse_keep_alive, |item| match item {
-            Ok(event) => Event::default().id(event.seq.to_string()).data(encode_string(&event.response)),
-            Err(error) => Event::default().event("error").data(error.to_http_body().to_string()),
-        }),
+        Ok(Outcome::Stream(stream)) => {
+            sse::response(stream, state.settings.sse_keep_alive, |item| match item {
+                Ok(event) => Event::default().id(event.seq.to_string()).data(encode_string(&event.response)),
+                Err(error) => Event::default().event("error").data(error.to_http_body().to_string()),
+            })
+        }
         Err(error) => error_response(&error, a2a_json),
     }
 }
@@ -167,12 +173,19 @@ fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<Value, A2aError> {
     http::parse_json(body)
 }
 
-fn operation(route: Route, headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Result<Operation, A2aError> {
+fn operation(
+    route: Route,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Operation, A2aError> {
     let query = query.unwrap_or_default();
     Ok(match route {
         Route::SendMessage => Operation::SendMessage(decode(&body_json(headers, body)?)?),
         Route::SendStreamingMessage => Operation::SendStreamingMessage(decode(&body_json(headers, body)?)?),
-        Route::ListTasks => Operation::ListTasks(decode(&query_json(descriptor::<ListTasksRequest>(), query)?)?),
+        Route::ListTasks => {
+            Operation::ListTasks(decode(&query_json(descriptor::<ListTasksRequest>(), query)?)?)
+        }
         Route::GetTask(id) => {
             let request = decode(&query_json(descriptor::<GetTaskRequest>(), query)?)?;
             Operation::GetTask(GetTaskRequest { id, ..request })
@@ -181,21 +194,30 @@ fn operation(route: Route, headers: &HeaderMap, query: Option<&str>, body: &[u8]
             let request: CancelTaskRequest = decode(&body_json(headers, body)?)?;
             Operation::CancelTask(CancelTaskRequest { id, ..request })
         }
-        Route::SubscribeToTask(id) => Operation::SubscribeToTask(SubscribeToTaskRequest { id, ..Default::default() }),
+        Route::SubscribeToTask(id) => {
+            Operation::SubscribeToTask(SubscribeToTaskRequest { id, ..Default::default() })
+        }
         Route::CreatePushConfig(task_id) => {
             let mut config: crate::proto::TaskPushNotificationConfig = decode(&body_json(headers, body)?)?;
             config.task_id = task_id;
             Operation::CreatePushConfig(config)
         }
         Route::ListPushConfigs(task_id) => {
-            let request = decode(&query_json(descriptor::<ListTaskPushNotificationConfigsRequest>(), query)?)?;
+            let request =
+                decode(&query_json(descriptor::<ListTaskPushNotificationConfigsRequest>(), query)?)?;
             Operation::ListPushConfigs(ListTaskPushNotificationConfigsRequest { task_id, ..request })
         }
-        Route::GetPushConfig(task_id, id) => {
-            Operation::GetPushConfig(GetTaskPushNotificationConfigRequest { task_id, id, ..Default::default() })
-        }
+        Route::GetPushConfig(task_id, id) => Operation::GetPushConfig(GetTaskPushNotificationConfigRequest {
+            task_id,
+            id,
+            ..Default::default()
+        }),
         Route::DeletePushConfig(task_id, id) => {
-            Operation::DeletePushConfig(DeleteTaskPushNotificationConfigRequest { task_id, id, ..Default::default() })
+            Operation::DeletePushConfig(DeleteTaskPushNotificationConfigRequest {
+                task_id,
+                id,
+                ..Default::default()
+            })
         }
         Route::ExtendedAgentCard => Operation::GetExtendedAgentCard(GetExtendedAgentCardRequest::default()),
     })
@@ -208,7 +230,8 @@ fn operation(route: Route, headers: &HeaderMap, query: Option<&str>, body: &[u8]
 fn query_json(message: MessageDescriptor, query: &str) -> Result<Value, A2aError> {
     let mut object = Map::new();
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        let Some(field) = message.get_field_by_json_name(&key).or_else(|| message.get_field_by_name(&key)) else {
+        let Some(field) = message.get_field_by_json_name(&key).or_else(|| message.get_field_by_name(&key))
+        else {
             continue;
         };
         let name = field.json_name().to_owned();
@@ -222,8 +245,16 @@ fn query_json(message: MessageDescriptor, query: &str) -> Result<Value, A2aError
                     Value::from(raw.parse::<u64>().map_err(|_| bad("an unsigned integer"))?)
                 }
                 Kind::Bool => Value::Bool(raw.parse::<bool>().map_err(|_| bad("true or false"))?),
-                Kind::Message(_) if field.kind().as_message().is_some_and(|m| m.full_name() != "google.protobuf.Timestamp") => {
-                    return Err(A2aError::invalid_field(name.clone(), "objects cannot be given in the query string"));
+                Kind::Message(_)
+                    if field
+                        .kind()
+                        .as_message()
+                        .is_some_and(|m| m.full_name() != "google.protobuf.Timestamp") =>
+                {
+                    return Err(A2aError::invalid_field(
+                        name.clone(),
+                        "objects cannot be given in the query string",
+                    ));
                 }
                 _ => Value::String(raw.to_owned()),
             })
@@ -253,13 +284,22 @@ mod tests {
     #[test]
     fn routes_with_and_without_tenant() {
         assert_eq!(route(Method::POST, "/message:send"), Ok((Route::SendMessage, None)));
-        assert_eq!(route(Method::POST, "/acme/message:stream"), Ok((Route::SendStreamingMessage, Some("acme".into()))));
+        assert_eq!(
+            route(Method::POST, "/acme/message:stream"),
+            Ok((Route::SendStreamingMessage, Some("acme".into())))
+        );
         assert_eq!(route(Method::GET, "/tasks/abc"), Ok((Route::GetTask("abc".into()), None)));
         assert_eq!(route(Method::GET, "/tasks/tasks"), Ok((Route::GetTask("tasks".into()), None)));
         assert_eq!(route(Method::GET, "/t1/tasks"), Ok((Route::ListTasks, Some("t1".into()))));
         assert_eq!(route(Method::POST, "/tasks/a%3Ab:cancel"), Ok((Route::CancelTask("a:b".into()), None)));
-        assert_eq!(route(Method::GET, "/x/tasks/abc:subscribe"), Ok((Route::SubscribeToTask("abc".into()), Some("x".into()))));
-        assert_eq!(route(Method::POST, "/tasks/abc:subscribe"), Ok((Route::SubscribeToTask("abc".into()), None)));
+        assert_eq!(
+            route(Method::GET, "/x/tasks/abc:subscribe"),
+            Ok((Route::SubscribeToTask("abc".into()), Some("x".into())))
+        );
+        assert_eq!(
+            route(Method::POST, "/tasks/abc:subscribe"),
+            Ok((Route::SubscribeToTask("abc".into()), None))
+        );
         assert_eq!(
             route(Method::DELETE, "/tasks/t/pushNotificationConfigs/c"),
             Ok((Route::DeletePushConfig("t".into(), "c".into()), None))

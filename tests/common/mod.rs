@@ -9,7 +9,6 @@ use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::{AgentExecutor, text_part};
 use a2a_server::card::{self, CardFacts};
 use a2a_server::core::{Core, CoreSettings};
-use a2a_server::transport::http::HttpSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
@@ -17,6 +16,7 @@ use a2a_server::proto::{
 };
 use a2a_server::server;
 use a2a_server::task::store::{MemoryStore, Retention};
+use a2a_server::transport::http::HttpSettings;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -44,7 +44,11 @@ impl TestServer {
     }
 
     /// A server with the demo agent's card, CORS allowed for `cors_origins`.
-    pub async fn start_full(agent: Arc<dyn AgentExecutor>, settings: CoreSettings, cors_origins: Vec<String>) -> Self {
+    pub async fn start_full(
+        agent: Arc<dyn AgentExecutor>,
+        settings: CoreSettings,
+        cors_origins: Vec<String>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let facts = CardFacts {
@@ -201,7 +205,8 @@ pub struct SseEvent {
 
 impl SseEvent {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {}", self.data))
+        serde_json::from_str(&self.data)
+            .unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {}", self.data))
     }
 }
 
@@ -285,7 +290,9 @@ pub fn json_state(item: &serde_json::Value) -> Option<String> {
 pub fn json_chunks(item: &serde_json::Value) -> Vec<String> {
     item.pointer("/artifactUpdate/artifact/parts")
         .and_then(|p| p.as_array())
-        .map(|parts| parts.iter().filter_map(|p| p.get("text").and_then(|t| t.as_str()).map(str::to_owned)).collect())
+        .map(|parts| {
+            parts.iter().filter_map(|p| p.get("text").and_then(|t| t.as_str()).map(str::to_owned)).collect()
+        })
         .unwrap_or_default()
 }
 
