@@ -1,0 +1,127 @@
+//! The `a2a-server` binary itself: flags, start-up errors, where it says it listens, split ports.
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use a2a_server::proto::GetTaskRequest;
+use a2a_server::proto::a2a_service_client::A2aServiceClient;
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2a-server");
+
+/// A server process, killed on drop.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the binary and returns the addresses it prints (`listening on ADDR`, and
+/// `HTTP bindings on ADDR` when split).
+fn start(args: &[&str]) -> (Process, String, Option<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("A2A_LISTEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a2a-server");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    let grpc =
+        first.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let http = args.contains(&"--http-listen").then(|| {
+        let line = lines.next().expect("a second line").expect("utf-8");
+        line.rsplit(' ').next().unwrap().to_owned()
+    });
+    (Process(child), grpc, http)
+}
+
+fn run_to_exit(args: &[&str]) -> (i32, String) {
+    let output = Command::new(BIN).args(args).output().expect("run a2a-server");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[tokio::test]
+async fn serves_every_binding_on_one_port() {
+    let (_process, grpc, _) = start(&["--listen", "127.0.0.1:0"]);
+    let mut client = A2aServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+    let error =
+        client.get_task(GetTaskRequest { id: "nope".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::NotFound);
+    let card: serde_json::Value = reqwest::get(format!("http://{grpc}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let port = grpc.rsplit(':').next().unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("localhost:{port}"));
+}
+
+#[tokio::test]
+async fn http_listen_moves_the_http_side_and_public_addresses_reach_the_card() {
+    let (_process, grpc, http) = start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--public-url",
+        "https://agents.example.com",
+        "--card-name",
+        "Split",
+    ]);
+    let http = http.unwrap();
+    assert_ne!(grpc, http);
+    let card: serde_json::Value = reqwest::get(format!("http://{http}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["name"], "Split");
+    let port = grpc.rsplit(':').next().unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("agents.example.com:{port}"));
+    assert_eq!(card["supportedInterfaces"][1]["url"], "https://agents.example.com/");
+    assert_eq!(card["supportedInterfaces"][2]["url"], "https://agents.example.com");
+    // gRPC is on its own port; the HTTP routes are not.
+    let on_grpc = reqwest::get(format!("http://{grpc}/.well-known/agent-card.json")).await.unwrap();
+    assert_eq!(on_grpc.status(), 404);
+    let mut client = A2aServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+    assert!(client.get_task(GetTaskRequest { id: "x".into(), ..Default::default() }).await.is_err());
+}
+
+#[test]
+fn bad_flags_exit_with_code_2_and_a_clear_message() {
+    let (code, stderr) = run_to_exit(&["--listen", "not-an-address"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--listen"), "{stderr}");
+    let (code, stderr) = run_to_exit(&["--agent", "nope"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("nope"), "{stderr}");
+}
+
+#[test]
+fn a_bad_card_file_names_the_field() {
+    let dir = std::env::temp_dir().join(format!("a2a-card-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("card.json");
+    let card = serde_json::json!({
+        "name": "x", "description": "d", "version": "1",
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "s", "name": "S", "description": "does s", "tags": []}]
+    });
+    std::fs::write(&path, card.to_string()).unwrap();
+    let (code, stderr) = run_to_exit(&["--listen", "127.0.0.1:0", "--card", path.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("skills[0].tags"), "{stderr}");
+    std::fs::write(&path, "{").unwrap();
+    let (code, stderr) = run_to_exit(&["--listen", "127.0.0.1:0", "--card", path.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not JSON"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
