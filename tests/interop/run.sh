@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Interop suite: start the server binary and drive it over gRPC with the
-# official A2A Python SDK (grpc_interop.py) and grpcio-reflection/health
-# (reflection_check.py).
+# Interop suite: start the server binary and drive it with
+#   - grpcio-reflection/health (reflection_check.py),
+#   - the official A2A Python SDK client (sdk_interop.py) over gRPC, JSON-RPC and HTTP+JSON,
+#   - the official A2A JS SDK client (js/interop.mjs) over JSON-RPC, HTTP+JSON and gRPC.
+# Both SDK clients start from the server's Agent Card and pick each interface from it.
 #
 # Usage: tests/interop/run.sh [path-to-server-binary]
 #   default binary: target/debug/a2a-server (relative to the repo root)
 # Env:
 #   INTEROP_VENV   venv location (default: target/interop-venv)
 #   PYTHON         interpreter used to create the venv (default: python3)
+#   NODE, NPM      Node.js (>= 20) and npm used for the JS client (default: node, npm)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +22,9 @@ venv="${INTEROP_VENV:-target/interop-venv}"
 python="${PYTHON:-python3}"
 req="tests/interop/requirements.txt"
 log="target/interop-server.log"
+node="${NODE:-node}"
+npm="${NPM:-npm}"
+jsdir="tests/interop/js"
 
 if [[ ! -x "$bin" ]]; then
     echo "interop: server binary '$bin' not found or not executable (build it first)" >&2
@@ -39,6 +45,27 @@ if [[ ! -f "$stamp" ]]; then
     touch "$stamp"
 fi
 py="$venv/bin/python"
+
+# --- JS client deps (npm ci from the lock file, only when it changes) ---------
+# Any failure here is reported as a FAIL line below instead of aborting the run,
+# so the Python checks still run.
+js_error=""
+if ! command -v "$node" >/dev/null 2>&1 || ! command -v "$npm" >/dev/null 2>&1; then
+    js_error="node/npm not found (need Node.js >= 20 with npm)"
+elif ! "$node" -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then
+    js_error="Node.js $("$node" --version) is too old (need >= 20)"
+else
+    lock_hash="$(sha256sum "$jsdir/package-lock.json" | cut -c1-16)"
+    js_stamp="$jsdir/node_modules/.interop-lock-$lock_hash"
+    if [[ ! -f "$js_stamp" ]]; then
+        echo "interop: installing JS client deps (npm ci in $jsdir)"
+        if (cd "$jsdir" && "$npm" ci --ignore-scripts --no-audit --no-fund --loglevel=error); then
+            touch "$js_stamp"
+        else
+            js_error="npm ci failed in $jsdir"
+        fi
+    fi
+fi
 
 # --- start the server --------------------------------------------------------
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
@@ -65,8 +92,10 @@ show_log() {
     echo "---- end of server log ----"
 }
 
-echo "interop: starting $bin --listen $addr (log: $log)"
-"$bin" --listen "$addr" >"$log" 2>&1 &
+base_url="http://$addr"
+echo "interop: starting $bin --listen $addr --public-url $base_url (log: $log)"
+# --public-url: the Agent Card's interface URLs name the address the clients really reach.
+"$bin" --listen "$addr" --public-url "$base_url" >"$log" 2>&1 &
 server_pid=$!
 
 # wait (bounded) until the port accepts TCP connections
@@ -93,8 +122,17 @@ status=0
 out="$(mktemp)"
 echo "== reflection_check.py"
 "$py" tests/interop/reflection_check.py "$addr" | tee -a "$out" || status=1
-echo "== grpc_interop.py"
-"$py" tests/interop/grpc_interop.py "$addr" | tee -a "$out" || status=1
+for binding in GRPC JSONRPC HTTP+JSON; do
+    echo "== sdk_interop.py $binding (Python SDK)"
+    "$py" tests/interop/sdk_interop.py "$binding" "$base_url" | tee -a "$out" || status=1
+done
+echo "== js/interop.mjs JSONRPC HTTP+JSON GRPC (JS SDK)"
+if [[ -n "$js_error" ]]; then
+    echo "FAIL - [js] JS SDK client: $js_error" | tee -a "$out"
+    status=1
+else
+    "$node" "$jsdir/interop.mjs" "$base_url" JSONRPC HTTP+JSON GRPC | tee -a "$out" || status=1
+fi
 n_ok="$(grep -c '^ok - ' "$out" || true)"
 n_fail="$(grep -c '^FAIL - ' "$out" || true)"
 rm -f "$out"

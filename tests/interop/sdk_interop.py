@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Interop checks: drive an A2A v1.0 gRPC server with the official Python SDK client.
+"""Interop checks: drive an A2A v1.0 server with the official Python SDK client, one binding at a time.
 
-Usage: grpc_interop.py HOST:PORT
+Usage: sdk_interop.py BINDING BASE_URL
+  BINDING   GRPC, JSONRPC or HTTP+JSON
+  BASE_URL  where the server's Agent Card lives, e.g. http://127.0.0.1:50051
 
-Every check goes through the SDK's high-level ``Client`` (``a2a.client.BaseClient``)
-built by ``a2a.client.ClientFactory`` with the gRPC transport
-(``a2a.client.transports.grpc.GrpcTransport``, service ``lf.a2a.v1.A2AService``).
-The agent card is built in code (a single GRPC interface pointing at HOST:PORT),
-because the server does not serve one over HTTP yet.
+The client is built the way an application would build it: the SDK's card resolver
+(``a2a.client.A2ACardResolver``) fetches ``BASE_URL/.well-known/agent-card.json``, and
+``a2a.client.ClientFactory`` — restricted to BINDING through
+``ClientConfig.supported_protocol_bindings`` — picks that binding's interface from the
+card's ``supportedInterfaces`` and creates the transport for its URL
+(``GrpcTransport``, ``JsonRpcTransport`` or ``RestTransport``). Every check then goes
+through the SDK's high-level ``Client``; the same check bodies run for every binding,
+only the wire-level detail of an error (gRPC status, HTTP status) is binding-specific.
 
-Output: one line per check, ``ok - <name>`` or ``FAIL - <name>: <reason>``, then
-``N passed, M failed``. Exit status is non-zero if any check failed.
+Output: one line per check, ``ok - [BINDING] <name>`` or ``FAIL - [BINDING] <name>: <reason>``,
+then ``N passed, M failed``. Exit status is non-zero if any check failed.
 """
 
 from __future__ import annotations
@@ -21,17 +26,19 @@ import time
 import uuid
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import grpc
+import httpx
 
-from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.client import Client
-from a2a.client.errors import A2AClientError
 from a2a.client.transports.grpc import GrpcTransport
+from a2a.client.transports.jsonrpc import JsonRpcTransport
+from a2a.client.transports.rest import RestTransport
 from a2a.types import (
-    AgentCapabilities,
     AgentCard,
-    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -47,12 +54,12 @@ from a2a.types import (
     TaskState,
     UnsupportedOperationError,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 
 
-RPC_TIMEOUT = 15.0  # gRPC deadline for unary calls
-STREAM_DEADLINE = 40.0  # gRPC deadline for streaming calls
+RPC_TIMEOUT = 15.0  # deadline / HTTP timeout for unary calls
+STREAM_DEADLINE = 40.0  # deadline / HTTP timeout for streaming calls
 STREAM_LIMIT = 30.0  # how long we wait for a stream to end on its own
 CHECK_TIMEOUT = 60.0  # hard bound for one whole check
 CONNECT_TIMEOUT = 10.0
@@ -62,6 +69,13 @@ TERMINAL = {
     TaskState.TASK_STATE_FAILED,
     TaskState.TASK_STATE_CANCELED,
     TaskState.TASK_STATE_REJECTED,
+}
+
+# binding -> the SDK transport class ClientFactory must pick for it
+TRANSPORTS: dict[str, type] = {
+    TransportProtocol.GRPC.value: GrpcTransport,
+    TransportProtocol.JSONRPC.value: JsonRpcTransport,
+    TransportProtocol.HTTP_JSON.value: RestTransport,
 }
 
 
@@ -75,56 +89,53 @@ def expect(cond: bool, msg: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# SDK client construction
+# Where the client comes from: the server's Agent Card
 # --------------------------------------------------------------------------
 
 
-def agent_card(addr: str) -> AgentCard:
-    """A minimal card announcing one gRPC (v1.0) interface at ``addr``."""
-    return AgentCard(
-        name='a2a-server',
-        description='interop target',
-        version='0.0.0',
-        supported_interfaces=[
-            AgentInterface(
-                url=addr,
-                protocol_binding=TransportProtocol.GRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            )
-        ],
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=['text/plain'],
-        default_output_modes=['text/plain'],
-    )
+@dataclass
+class Target:
+    binding: str  # GRPC | JSONRPC | HTTP+JSON
+    base_url: str  # where the card was fetched from
+    card: AgentCard
 
+    def client(self, *, streaming: bool) -> Client:
+        """An SDK client for this binding, created from the card (own channel / HTTP client).
 
-def new_client(addr: str, *, streaming: bool) -> Client:
-    """An SDK client with its own gRPC channel.
-
-    streaming=True: ``send_message`` uses SendStreamingMessage (and ``subscribe``
-    is allowed); streaming=False: ``send_message`` uses the unary SendMessage.
-    """
-    config = ClientConfig(
-        streaming=streaming,
-        supported_protocol_bindings=[TransportProtocol.GRPC],
-        grpc_channel_factory=lambda url: grpc.aio.insecure_channel(url),
-    )
-    client = ClientFactory(config).create(agent_card(addr))
-    transport = getattr(client, '_transport', None)
-    if not isinstance(transport, GrpcTransport):
-        raise RuntimeError(
-            f'SDK picked {type(transport).__name__}, expected GrpcTransport'
+        streaming=True: ``send_message`` uses SendStreamingMessage (and ``subscribe``
+        is allowed); streaming=False: ``send_message`` uses the unary SendMessage.
+        """
+        config = ClientConfig(
+            streaming=streaming,
+            supported_protocol_bindings=[self.binding],
+            grpc_channel_factory=lambda url: grpc.aio.insecure_channel(url),
         )
-    return client
+        client = ClientFactory(config).create(self.card)
+        transport = getattr(client, '_transport', None)
+        want = TRANSPORTS[self.binding]
+        if not isinstance(transport, want):
+            raise CheckFailed(
+                f'ClientFactory restricted to {self.binding} picked '
+                f'{type(transport).__name__}, expected {want.__name__}'
+            )
+        return client
+
+
+async def fetch_card(base_url: str) -> AgentCard:
+    async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT) as http:
+        return await A2ACardResolver(http, base_url).get_agent_card()
+
+
+# --------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------
 
 
 def ctx(timeout: float = RPC_TIMEOUT) -> ClientCallContext:
     return ClientCallContext(timeout=timeout)
 
 
-def user_message(
-    text: str, *, context_id: str = '', task_id: str = ''
-) -> Message:
+def user_message(text: str, *, context_id: str = '', task_id: str = '') -> Message:
     return Message(
         message_id=str(uuid.uuid4()),
         role=Role.ROLE_USER,
@@ -158,10 +169,7 @@ async def send_unary(client: Client, req: SendMessageRequest) -> StreamResponse:
 
 async def send_unary_task(client: Client, req: SendMessageRequest) -> Task:
     resp = await send_unary(client, req)
-    expect(
-        resp.HasField('task'),
-        f'SendMessage: expected a Task, got {describe(resp)}',
-    )
+    expect(resp.HasField('task'), f'SendMessage: expected a Task, got {describe(resp)}')
     return resp.task
 
 
@@ -230,23 +238,77 @@ def describe_all(events: list[StreamResponse], limit: int = 16) -> str:
 
 def describe_exc(e: BaseException) -> str:
     msg = f'{type(e).__name__}: {e}'
+    data = getattr(e, 'data', None)
+    if data:
+        msg += f' data={data!r}'
     cause = e.__cause__
     if isinstance(cause, grpc.aio.AioRpcError):
         msg += f' [gRPC {cause.code().name}: {cause.details()!r}]'
+    elif isinstance(cause, httpx.HTTPStatusError):
+        body = ''
+        try:
+            body = cause.response.text[:300]
+        except Exception:  # noqa: BLE001 - streamed body may be unread
+            pass
+        msg += f' [HTTP {cause.response.status_code} {cause.request.method} {cause.request.url}: {body!r}]'
     elif cause is not None:
         msg += f' [caused by {type(cause).__name__}: {cause}]'
     return msg
 
 
-def grpc_code(e: BaseException) -> grpc.StatusCode | None:
-    cause = e.__cause__
-    if isinstance(cause, grpc.aio.AioRpcError):
-        return cause.code()
-    return None
-
-
 def chunks(lo: int, hi: int) -> list[str]:
     return [f'chunk {i}' for i in range(lo, hi)]
+
+
+# --------------------------------------------------------------------------
+# The wire-level side of an A2A error, per binding
+# --------------------------------------------------------------------------
+
+# A2A error class -> (gRPC status, HTTP status) per spec §5.4 (A2A-NOTES §6.1)
+WIRE_CODES: dict[type[A2AError], tuple[grpc.StatusCode, int]] = {
+    TaskNotFoundError: (grpc.StatusCode.NOT_FOUND, 404),
+    TaskNotCancelableError: (grpc.StatusCode.FAILED_PRECONDITION, 400),
+    UnsupportedOperationError: (grpc.StatusCode.FAILED_PRECONDITION, 400),
+}
+
+
+def expect_wire_code(target: Target, err: A2AError, cls: type[A2AError], what: str) -> None:
+    """The SDK raised ``cls``; check how it travelled on this binding.
+
+    gRPC: the status code (the SDK maps the ErrorInfo reason, not the code);
+    HTTP+JSON: the HTTP status (the SDK maps the ErrorInfo reason, not the status);
+    JSON-RPC: the SDK maps the error *code* to the class, so the class is the check.
+    """
+    want_grpc, want_http = WIRE_CODES[cls]
+    cause = err.__cause__
+    if target.binding == TransportProtocol.GRPC.value:
+        got = cause.code() if isinstance(cause, grpc.aio.AioRpcError) else None
+        expect(
+            got == want_grpc,
+            f'{what}: {cls.__name__} but gRPC status {got}, expected {want_grpc.name}',
+        )
+    elif target.binding == TransportProtocol.HTTP_JSON.value:
+        # Errors raised from inside an SSE stream (``event: error``) have no HTTP status.
+        if isinstance(cause, httpx.HTTPStatusError):
+            got = cause.response.status_code
+            expect(
+                got == want_http,
+                f'{what}: {cls.__name__} but HTTP status {got}, expected {want_http}',
+            )
+
+
+async def expect_error(
+    target: Target, cls: type[A2AError], what: str, call: Callable[[], Awaitable[object]]
+) -> None:
+    try:
+        got = await call()
+    except cls as e:
+        expect_wire_code(target, e, cls, what)
+        return
+    except (A2AError, ValueError) as e:
+        raise CheckFailed(f'{what}: expected {cls.__name__}, got {describe_exc(e)}') from None
+    shown = describe_all(got) if isinstance(got, list) else repr(got)[:200]
+    raise CheckFailed(f'{what}: succeeded ({shown}), expected {cls.__name__}')
 
 
 # --------------------------------------------------------------------------
@@ -356,17 +418,49 @@ def verify_initial_task(events: list[StreamResponse], what: str) -> Task:
 
 
 # --------------------------------------------------------------------------
-# Checks
+# Checks (one body per check, run once per binding)
 # --------------------------------------------------------------------------
 
 
-async def check_streaming_send(addr: str) -> None:
-    async with new_client(addr, streaming=True) as client:
+async def check_card(target: Target) -> None:
+    """The card declares this binding (v1.0) at the host:port it was fetched from."""
+    ifaces = [
+        i for i in target.card.supported_interfaces if i.protocol_binding == target.binding
+    ]
+    expect(
+        ifaces,
+        f'card declares no {target.binding} interface; it has '
+        + str([(i.protocol_binding, i.url) for i in target.card.supported_interfaces]),
+    )
+    iface = ifaces[0]
+    expect(
+        iface.protocol_version == '1.0',
+        f'{target.binding} interface protocolVersion {iface.protocol_version!r}, expected "1.0"',
+    )
+    base = urlsplit(target.base_url)
+    if target.binding == TransportProtocol.GRPC.value:
+        # gRPC interface URL is a bare host:port (A2A-NOTES §15.1 #14)
+        expect(
+            '://' not in iface.url and iface.url.rsplit(':', 1)[-1] == str(base.port),
+            f'GRPC interface url {iface.url!r}, expected host:{base.port}',
+        )
+    else:
+        u = urlsplit(iface.url)
+        expect(
+            u.scheme in ('http', 'https') and u.port == base.port,
+            f'{target.binding} interface url {iface.url!r}, expected http://host:{base.port}[/]',
+        )
+    expect(target.card.capabilities.streaming, 'card capabilities.streaming is not true')
+    # ClientFactory picks exactly this binding's transport.
+    async with target.client(streaming=True):
+        pass
+
+
+async def check_streaming_send(target: Target) -> None:
+    async with target.client(streaming=True) as client:
         events: list[StreamResponse] = []
         await collect(
-            client.send_message(
-                send_request('stream 5 100'), context=ctx(STREAM_DEADLINE)
-            ),
+            client.send_message(send_request('stream 5 100'), context=ctx(STREAM_DEADLINE)),
             events,
             'SendStreamingMessage',
         )
@@ -381,10 +475,10 @@ async def check_streaming_send(addr: str) -> None:
     )
 
 
-async def check_subscribe_mid_stream(addr: str) -> None:
+async def check_subscribe_mid_stream(target: Target) -> None:
     total = 10
-    client_a = new_client(addr, streaming=True)
-    client_b = new_client(addr, streaming=True)  # separate channel
+    client_a = target.client(streaming=True)
+    client_b = target.client(streaming=True)  # separate channel / HTTP client
     a_events: list[StreamResponse] = []
     first_chunk = asyncio.Event()
 
@@ -410,16 +504,13 @@ async def check_subscribe_mid_stream(addr: str) -> None:
                     + describe_exc(a_task.exception())
                 )
             raise CheckFailed(
-                'client A saw no artifact chunk within 15s; got '
-                + describe_all(a_events)
+                'client A saw no artifact chunk within 15s; got ' + describe_all(a_events)
             )
         task = verify_initial_task(a_events, 'client A SendStreamingMessage')
 
         b_events: list[StreamResponse] = []
         await collect(
-            client_b.subscribe(
-                SubscribeToTaskRequest(id=task.id), context=ctx(STREAM_DEADLINE)
-            ),
+            client_b.subscribe(SubscribeToTaskRequest(id=task.id), context=ctx(STREAM_DEADLINE)),
             b_events,
             'client B SubscribeToTask',
         )
@@ -431,10 +522,7 @@ async def check_subscribe_mid_stream(addr: str) -> None:
             f'snapshot; all: {describe_all(b_events)}',
         )
         snap = first.task
-        expect(
-            snap.id == task.id,
-            f'SubscribeToTask: snapshot id {snap.id!r}, expected {task.id!r}',
-        )
+        expect(snap.id == task.id, f'SubscribeToTask: snapshot id {snap.id!r}, expected {task.id!r}')
         expect(
             snap.status.state not in TERMINAL,
             f'SubscribeToTask: snapshot already {st(snap.status.state)} '
@@ -474,9 +562,7 @@ async def check_subscribe_mid_stream(addr: str) -> None:
         try:
             await asyncio.wait_for(asyncio.shield(a_task), STREAM_LIMIT)
         except TimeoutError:
-            raise CheckFailed(
-                'client A stream did not end; got ' + describe_all(a_events)
-            ) from None
+            raise CheckFailed('client A stream did not end; got ' + describe_all(a_events)) from None
         verify_updates_after_task(
             a_events[1:],
             task,
@@ -496,18 +582,15 @@ async def check_subscribe_mid_stream(addr: str) -> None:
         await client_b.close()
 
 
-async def check_get_task(addr: str) -> None:
-    async with new_client(addr, streaming=False) as client:
+async def check_get_task(target: Target) -> None:
+    async with target.client(streaming=False) as client:
         task = await send_unary_task(client, send_request('hello'))
         expect(
             task.status.state == TaskState.TASK_STATE_COMPLETED,
             f'SendMessage("hello"): state {st(task.status.state)}, expected COMPLETED',
         )
         arts = [texts(a.parts) for a in task.artifacts]
-        expect(
-            arts == [['hello']],
-            f'SendMessage("hello"): artifacts {arts}, expected [["hello"]]',
-        )
+        expect(arts == [['hello']], f'SendMessage("hello"): artifacts {arts}, expected [["hello"]]')
 
         got = await client.get_task(GetTaskRequest(id=task.id), context=ctx())
         expect(got.id == task.id, f'GetTask: id {got.id!r}, expected {task.id!r}')
@@ -518,33 +601,25 @@ async def check_get_task(addr: str) -> None:
         arts = [texts(a.parts) for a in got.artifacts]
         expect(arts == [['hello']], f'GetTask: artifacts {arts}, expected [["hello"]]')
 
-        h0 = await client.get_task(
-            GetTaskRequest(id=task.id, history_length=0), context=ctx()
-        )
+        h0 = await client.get_task(GetTaskRequest(id=task.id, history_length=0), context=ctx())
         expect(
             len(h0.history) == 0,
             f'GetTask(history_length=0): {len(h0.history)} history messages, expected 0',
         )
-        h1 = await client.get_task(
-            GetTaskRequest(id=task.id, history_length=1), context=ctx()
-        )
+        h1 = await client.get_task(GetTaskRequest(id=task.id, history_length=1), context=ctx())
         expect(
             len(h1.history) == 1,
             f'GetTask(history_length=1): {len(h1.history)} history messages, expected 1',
         )
 
 
-async def check_list_tasks(addr: str) -> None:
+async def check_list_tasks(target: Target) -> None:
     context_id = str(uuid.uuid4())
-    async with new_client(addr, streaming=False) as client:
-        t1 = await send_unary_task(
-            client, send_request('list first', context_id=context_id)
-        )
+    async with target.client(streaming=False) as client:
+        t1 = await send_unary_task(client, send_request('list first', context_id=context_id))
         # keep the two status timestamps apart so newest-first is unambiguous
         await asyncio.sleep(0.05)
-        t2 = await send_unary_task(
-            client, send_request('list second', context_id=context_id)
-        )
+        t2 = await send_unary_task(client, send_request('list second', context_id=context_id))
         for t in (t1, t2):
             expect(
                 t.context_id == context_id,
@@ -553,22 +628,16 @@ async def check_list_tasks(addr: str) -> None:
             )
         want = [t2.id, t1.id]
 
-        full = await client.list_tasks(
-            ListTasksRequest(context_id=context_id), context=ctx()
-        )
+        full = await client.list_tasks(ListTasksRequest(context_id=context_id), context=ctx())
         got = [t.id for t in full.tasks]
-        expect(
-            got == want,
-            f'ListTasks(context_id): ids {got}, expected {want} (newest first)',
-        )
+        expect(got == want, f'ListTasks(context_id): ids {got}, expected {want} (newest first)')
         expect(
             full.total_size == 2,
             f'ListTasks(context_id): total_size {full.total_size}, expected 2',
         )
         expect(
             full.next_page_token == '',
-            f'ListTasks(context_id): next_page_token {full.next_page_token!r}, '
-            'expected empty',
+            f'ListTasks(context_id): next_page_token {full.next_page_token!r}, expected empty',
         )
 
         p1 = await client.list_tasks(
@@ -578,11 +647,10 @@ async def check_list_tasks(addr: str) -> None:
         expect(got == [t2.id], f'ListTasks page 1: ids {got}, expected {[t2.id]}')
         expect(p1.next_page_token != '', 'ListTasks page 1: empty next_page_token')
         expect(p1.total_size == 2, f'ListTasks page 1: total_size {p1.total_size}, expected 2')
+        expect(p1.page_size == 1, f'ListTasks page 1: page_size {p1.page_size}, expected 1')
 
         p2 = await client.list_tasks(
-            ListTasksRequest(
-                context_id=context_id, page_size=1, page_token=p1.next_page_token
-            ),
+            ListTasksRequest(context_id=context_id, page_size=1, page_token=p1.next_page_token),
             context=ctx(),
         )
         got = [t.id for t in p2.tasks]
@@ -594,8 +662,8 @@ async def check_list_tasks(addr: str) -> None:
         expect(p2.total_size == 2, f'ListTasks page 2: total_size {p2.total_size}, expected 2')
 
 
-async def check_cancel(addr: str) -> None:
-    async with new_client(addr, streaming=False) as client:
+async def check_cancel(target: Target) -> None:
+    async with target.client(streaming=False) as client:
         started = time.monotonic()
         task = await send_unary_task(
             client, send_request('stream 100 200', return_immediately=True)
@@ -628,51 +696,45 @@ async def check_cancel(addr: str) -> None:
             f'GetTask after cancel: state {st(got.status.state)}, expected CANCELED',
         )
 
-        try:
-            again = await client.cancel_task(
-                CancelTaskRequest(id=task.id), context=ctx()
-            )
-        except TaskNotCancelableError as e:
-            code = grpc_code(e)
-            expect(
-                code == grpc.StatusCode.FAILED_PRECONDITION,
-                f'second CancelTask: TaskNotCancelableError but gRPC code {code}, '
-                'expected FAILED_PRECONDITION',
-            )
-        except (A2AError, A2AClientError, ValueError) as e:
-            raise CheckFailed(
-                'second CancelTask: expected TaskNotCancelableError, got '
-                + describe_exc(e)
-            ) from None
-        else:
-            raise CheckFailed(
-                'second CancelTask succeeded (state '
-                f'{st(again.status.state)}), expected TaskNotCancelableError'
-            )
+        await expect_error(
+            target,
+            TaskNotCancelableError,
+            'second CancelTask',
+            lambda: client.cancel_task(CancelTaskRequest(id=task.id), context=ctx()),
+        )
 
 
-async def check_unknown_task(addr: str) -> None:
-    async with new_client(addr, streaming=False) as client:
-        try:
-            got = await client.get_task(
-                GetTaskRequest(id='does-not-exist'), context=ctx()
+async def check_unknown_task(target: Target) -> None:
+    async with target.client(streaming=True) as client:
+        await expect_error(
+            target,
+            TaskNotFoundError,
+            'GetTask("does-not-exist")',
+            lambda: client.get_task(GetTaskRequest(id='does-not-exist'), context=ctx()),
+        )
+        await expect_error(
+            target,
+            TaskNotFoundError,
+            'CancelTask("does-not-exist")',
+            lambda: client.cancel_task(CancelTaskRequest(id='does-not-exist'), context=ctx()),
+        )
+
+        async def subscribe() -> list[StreamResponse]:
+            events: list[StreamResponse] = []
+            await collect(
+                client.subscribe(
+                    SubscribeToTaskRequest(id='does-not-exist'), context=ctx(STREAM_DEADLINE)
+                ),
+                events,
+                'SubscribeToTask',
             )
-        except TaskNotFoundError as e:
-            code = grpc_code(e)
-            expect(
-                code == grpc.StatusCode.NOT_FOUND,
-                f'TaskNotFoundError but gRPC code {code}, expected NOT_FOUND',
-            )
-        except (A2AError, A2AClientError, ValueError) as e:
-            raise CheckFailed(
-                'expected TaskNotFoundError, got ' + describe_exc(e)
-            ) from None
-        else:
-            raise CheckFailed(f'GetTask("does-not-exist") returned task {got.id!r}')
+            return events
+
+        await expect_error(target, TaskNotFoundError, 'SubscribeToTask("does-not-exist")', subscribe)
 
 
-async def check_input_required(addr: str) -> None:
-    async with new_client(addr, streaming=False) as client:
+async def check_input_required(target: Target) -> None:
+    async with target.client(streaming=False) as client:
         task = await send_unary_task(client, send_request('input'))
         expect(
             task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED,
@@ -685,17 +747,12 @@ async def check_input_required(addr: str) -> None:
         )
 
         done = await send_unary_task(
-            client,
-            send_request('blue', task_id=task.id, context_id=task.context_id),
+            client, send_request('blue', task_id=task.id, context_id=task.context_id)
         )
-        expect(
-            done.id == task.id,
-            f'follow-up SendMessage: task id {done.id!r}, expected {task.id!r}',
-        )
+        expect(done.id == task.id, f'follow-up SendMessage: task id {done.id!r}, expected {task.id!r}')
         expect(
             done.status.state == TaskState.TASK_STATE_COMPLETED,
-            f'follow-up SendMessage("blue"): state {st(done.status.state)}, '
-            'expected COMPLETED',
+            f'follow-up SendMessage("blue"): state {st(done.status.state)}, expected COMPLETED',
         )
         arts = [texts(a.parts) for a in done.artifacts]
         expect(
@@ -704,8 +761,8 @@ async def check_input_required(addr: str) -> None:
         )
 
 
-async def check_direct_message(addr: str) -> None:
-    async with new_client(addr, streaming=False) as client:
+async def check_direct_message(target: Target) -> None:
+    async with target.client(streaming=False) as client:
         resp = await send_unary(client, send_request('message hi there'))
     expect(
         resp.HasField('message'),
@@ -723,13 +780,11 @@ async def check_direct_message(addr: str) -> None:
     expect(msg.message_id, 'direct Message has an empty message_id')
 
 
-async def check_direct_message_streaming(addr: str) -> None:
-    async with new_client(addr, streaming=True) as client:
+async def check_direct_message_streaming(target: Target) -> None:
+    async with target.client(streaming=True) as client:
         events: list[StreamResponse] = []
         await collect(
-            client.send_message(
-                send_request('message hi there'), context=ctx(STREAM_DEADLINE)
-            ),
+            client.send_message(send_request('message hi there'), context=ctx(STREAM_DEADLINE)),
             events,
             'SendStreamingMessage',
         )
@@ -742,48 +797,37 @@ async def check_direct_message_streaming(addr: str) -> None:
     expect(got == ['hi there'], f'direct Message texts {got}, expected ["hi there"]')
 
 
-async def check_subscribe_terminal(addr: str) -> None:
-    async with new_client(addr, streaming=False) as unary:
+async def check_subscribe_terminal(target: Target) -> None:
+    async with target.client(streaming=False) as unary:
         task = await send_unary_task(unary, send_request('hello again'))
     expect(
         task.status.state == TaskState.TASK_STATE_COMPLETED,
         f'SendMessage: state {st(task.status.state)}, expected COMPLETED',
     )
-    async with new_client(addr, streaming=True) as client:
-        events: list[StreamResponse] = []
-        try:
+    async with target.client(streaming=True) as client:
+
+        async def subscribe() -> list[StreamResponse]:
+            events: list[StreamResponse] = []
             await collect(
-                client.subscribe(
-                    SubscribeToTaskRequest(id=task.id), context=ctx(STREAM_DEADLINE)
-                ),
+                client.subscribe(SubscribeToTaskRequest(id=task.id), context=ctx(STREAM_DEADLINE)),
                 events,
                 'SubscribeToTask',
             )
-        except UnsupportedOperationError as e:
-            code = grpc_code(e)
-            expect(
-                code == grpc.StatusCode.FAILED_PRECONDITION,
-                f'UnsupportedOperationError but gRPC code {code}, '
-                'expected FAILED_PRECONDITION',
-            )
-            return
-        except (A2AError, A2AClientError, ValueError) as e:
-            raise CheckFailed(
-                'expected UnsupportedOperationError, got ' + describe_exc(e)
-            ) from None
-    raise CheckFailed(
-        f'SubscribeToTask on a COMPLETED task streamed {describe_all(events)}, '
-        'expected UnsupportedOperationError'
-    )
+            return events
+
+        await expect_error(
+            target, UnsupportedOperationError, 'SubscribeToTask on a COMPLETED task', subscribe
+        )
 
 
-CHECKS: list[tuple[str, Callable[[str], Awaitable[None]]]] = [
+CHECKS: list[tuple[str, Callable[[Target], Awaitable[None]]]] = [
+    ('agent card declares this binding; ClientFactory picks it', check_card),
     ('streaming send: stream 5 100', check_streaming_send),
     ('subscribe mid-stream from a second client', check_subscribe_mid_stream),
     ('get task with history_length', check_get_task),
     ('list tasks by context_id with pagination', check_list_tasks),
-    ('cancel task, then cancel again', check_cancel),
-    ('unknown task -> TaskNotFoundError', check_unknown_task),
+    ('cancel task, then cancel again -> TaskNotCancelableError', check_cancel),
+    ('unknown task -> TaskNotFoundError (get, cancel, subscribe)', check_unknown_task),
     ('input-required multi-turn', check_input_required),
     ('direct message reply (SendMessage)', check_direct_message),
     ('direct message reply (SendStreamingMessage)', check_direct_message_streaming),
@@ -791,42 +835,39 @@ CHECKS: list[tuple[str, Callable[[str], Awaitable[None]]]] = [
 ]
 
 
-async def run_check(name: str, fn: Callable[[str], Awaitable[None]], addr: str) -> bool:
+async def run_check(
+    name: str, fn: Callable[[Target], Awaitable[None]], target: Target
+) -> bool:
+    label = f'[{target.binding}] {name}'
     try:
-        await asyncio.wait_for(fn(addr), CHECK_TIMEOUT)
+        await asyncio.wait_for(fn(target), CHECK_TIMEOUT)
     except CheckFailed as e:
-        print(f'FAIL - {name}: {e}', flush=True)
+        print(f'FAIL - {label}: {e}', flush=True)
         return False
     except TimeoutError:
-        print(f'FAIL - {name}: check did not finish within {CHECK_TIMEOUT:.0f}s', flush=True)
+        print(f'FAIL - {label}: check did not finish within {CHECK_TIMEOUT:.0f}s', flush=True)
         return False
     except Exception as e:  # noqa: BLE001 - report anything the SDK raised
-        print(f'FAIL - {name}: {describe_exc(e)}', flush=True)
+        print(f'FAIL - {label}: {describe_exc(e)}', flush=True)
         return False
-    print(f'ok - {name}', flush=True)
+    print(f'ok - {label}', flush=True)
     return True
 
 
-async def connect(addr: str) -> str | None:
-    channel = grpc.aio.insecure_channel(addr)
+async def main(binding: str, base_url: str) -> int:
     try:
-        await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT)
-        return None
-    except TimeoutError:
-        return f'no gRPC connection to {addr} within {CONNECT_TIMEOUT:.0f}s'
-    finally:
-        await channel.close()
-
-
-async def main(addr: str) -> int:
-    err = await connect(addr)
-    if err:
-        print(f'FAIL - connect: {err}', flush=True)
+        card = await fetch_card(base_url)
+    except Exception as e:  # noqa: BLE001 - report anything
+        print(
+            f'FAIL - [{binding}] fetch the Agent Card from {base_url}: {describe_exc(e)}',
+            flush=True,
+        )
         print('0 passed, 1 failed', flush=True)
         return 1
+    target = Target(binding=binding, base_url=base_url, card=card)
     passed = failed = 0
     for name, fn in CHECKS:
-        if await run_check(name, fn, addr):
+        if await run_check(name, fn, target):
             passed += 1
         else:
             failed += 1
@@ -835,7 +876,9 @@ async def main(addr: str) -> int:
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
-        print(f'usage: {sys.argv[0]} HOST:PORT', file=sys.stderr)
+    if len(sys.argv) != 3 or sys.argv[1] not in TRANSPORTS:
+        print(
+            f'usage: {sys.argv[0]} {{{"|".join(TRANSPORTS)}}} BASE_URL', file=sys.stderr
+        )
         sys.exit(2)
-    sys.exit(asyncio.run(main(sys.argv[1])))
+    sys.exit(asyncio.run(main(sys.argv[1], sys.argv[2].rstrip('/'))))
