@@ -36,6 +36,14 @@ pub enum A2aError {
     /// The task does not exist, was purged, or belongs to another caller.
     #[error("task not found: {0}")]
     TaskNotFound(String),
+    /// A push notification config does not exist (the spec reports it as TaskNotFound).
+    #[error("push notification config {config_id} of task {task_id} not found")]
+    PushConfigNotFound {
+        /// The task.
+        task_id: String,
+        /// The config.
+        config_id: String,
+    },
     /// The task is in a state that cannot be canceled (usually terminal).
     #[error("task {task_id} cannot be canceled in state {state}")]
     TaskNotCancelable {
@@ -113,7 +121,7 @@ impl A2aError {
     /// The ErrorInfo `reason`, UPPER_SNAKE_CASE as the spec derives it.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::TaskNotFound(_) => "TASK_NOT_FOUND",
+            Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => "TASK_NOT_FOUND",
             Self::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
             Self::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             Self::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
@@ -147,6 +155,10 @@ impl A2aError {
             Self::TaskNotFound(id) => {
                 metadata.insert("taskId".to_owned(), id.clone());
             }
+            Self::PushConfigNotFound { task_id, config_id } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("configId".to_owned(), config_id.clone());
+            }
             Self::TaskNotCancelable { task_id, state } => {
                 metadata.insert("taskId".to_owned(), task_id.clone());
                 metadata.insert("state".to_owned(), state.clone());
@@ -177,7 +189,7 @@ impl A2aError {
     /// The gRPC status code (spec v1.0.1 §5.4).
     pub fn grpc_code(&self) -> Code {
         match self {
-            Self::TaskNotFound(_) => Code::NotFound,
+            Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => Code::NotFound,
             Self::TaskNotCancelable { .. }
             | Self::PushNotificationNotSupported
             | Self::UnsupportedOperation(_)
@@ -198,7 +210,7 @@ impl A2aError {
     /// The JSON-RPC error code (spec v1.0.1 §9.5).
     pub fn jsonrpc_code(&self) -> i32 {
         match self {
-            Self::TaskNotFound(_) => -32001,
+            Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => -32001,
             Self::TaskNotCancelable { .. } => -32002,
             Self::PushNotificationNotSupported => -32003,
             Self::UnsupportedOperation(_) => -32004,
@@ -218,7 +230,7 @@ impl A2aError {
     /// The HTTP status for the HTTP+JSON binding (spec v1.0.1 §5.4).
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::TaskNotFound(_) => 404,
+            Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => 404,
             Self::MethodNotFound(_) => 404,
             Self::ContentTypeNotSupported(_) => 415,
             Self::SubscriberLagged { .. } => 429,

@@ -11,6 +11,7 @@
 //!   fan-out to subscribers), the registry of live tasks and the task store.
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in demo agent.
+//! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
 //! - [`server`] and [`config`]: assembling the listener; the command line.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod core;
 pub mod error;
 pub mod proto;
+pub mod push;
 pub mod server;
 pub mod task;
 pub mod transport;

@@ -161,6 +161,39 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
     ))
 }
 
+/// Graceful shutdown, in the order a load balancer needs it.
+pub struct Drain {
+    /// The core, to stop new calls, end streams and, at the deadline, cancel tasks.
+    pub core: Arc<Core>,
+    /// `grpc.health.v1`, set to NOT_SERVING first.
+    pub health: HealthReporter,
+    /// `/readyz`, set to 503 first.
+    pub ready: Arc<AtomicBool>,
+    /// How long in-flight unary calls may take before running tasks are cancelled.
+    pub timeout: Duration,
+}
+
+impl Drain {
+    /// Health goes NOT_SERVING and `/readyz` 503; new calls are refused and open streams end
+    /// with UNAVAILABLE (clients resubscribe elsewhere); the listeners stop accepting
+    /// (`stop`) and wait for in-flight calls; if that takes longer than the timeout, running
+    /// tasks are cancelled, which answers every blocked call, and the process exits soon after.
+    pub async fn run(self, stop: tokio::sync::watch::Sender<bool>) {
+        tracing::info!(timeout = ?self.timeout, "draining");
+        self.health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+        self.health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing).await;
+        self.ready.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.core.begin_shutdown();
+        let _ = stop.send(true);
+        tokio::time::sleep(self.timeout).await;
+        tracing::warn!("drain timeout passed; cancelling running tasks");
+        self.core.cancel_all().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        tracing::error!("calls still open 5 s after cancelling every task; exiting");
+        std::process::exit(1);
+    }
+}
+
 /// Serves `router` on `listener` (h2c and HTTP/1.1 on the same port) until `shutdown`
 /// resolves.
 pub async fn serve(

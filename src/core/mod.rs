@@ -19,6 +19,7 @@ use crate::proto::{
     ListTaskPushNotificationConfigsResponse, ListTasksRequest, ListTasksResponse, SendMessageRequest,
     SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
+use crate::push::{PushDispatcher, PushSettings, PushStats};
 use crate::task::actor::TaskEnv;
 use crate::task::log::{SubscriberCount, TaskEvent};
 use crate::task::registry::Registry;
@@ -47,6 +48,8 @@ pub struct CoreSettings {
     pub event_log_capacity: usize,
     /// Commands (agent events included) each task queues before senders wait.
     pub task_queue_capacity: usize,
+    /// How webhooks are delivered when `push_notifications` is on.
+    pub push: PushSettings,
 }
 
 impl Default for CoreSettings {
@@ -58,6 +61,7 @@ impl Default for CoreSettings {
             required_extensions: Vec::new(),
             event_log_capacity: 4096,
             task_queue_capacity: 64,
+            push: PushSettings::default(),
         }
     }
 }
@@ -66,11 +70,19 @@ impl Default for CoreSettings {
 pub struct Core {
     env: Arc<TaskEnv>,
     settings: CoreSettings,
+    /// True once the server is draining: new calls are refused and open streams end with
+    /// UNAVAILABLE so that clients resubscribe elsewhere.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Core {
     /// A core running `executor`, keeping task state in `store`.
+    /// Must be called within a tokio runtime (push delivery, when on, starts a task).
     pub fn new(executor: Arc<dyn AgentExecutor>, store: Arc<dyn TaskStore>, settings: CoreSettings) -> Self {
+        let push = settings.push_notifications.then(|| {
+            PushDispatcher::start(store.clone(), settings.push.clone())
+                .unwrap_or_else(|e| panic!("push notifications cannot start: {e}"))
+        });
         let env = Arc::new(TaskEnv {
             executor,
             store,
@@ -78,8 +90,22 @@ impl Core {
             subscribers: Arc::new(SubscriberCount::default()),
             log_capacity: settings.event_log_capacity,
             channel_capacity: settings.task_queue_capacity.max(1),
+            push,
         });
-        Self { env, settings }
+        Self { env, settings, shutdown: tokio::sync::watch::Sender::new(false) }
+    }
+
+    /// Starts draining: new calls answer UNAVAILABLE, open streams end with UNAVAILABLE.
+    /// Unary calls already running (a blocking SendMessage included) go on.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Cancels every live task (when draining takes too long), so blocked callers get an answer.
+    pub async fn cancel_all(&self) {
+        for handle in self.env.registry.handles() {
+            handle.cancel().await;
+        }
     }
 
     /// The settings in force.
@@ -92,12 +118,22 @@ impl Core {
         self.env.subscribers.get()
     }
 
+    /// Webhook delivery counters, when push notifications are on.
+    pub fn push_stats(&self) -> Option<&PushStats> {
+        self.env.push.as_deref().map(PushDispatcher::stats)
+    }
+
     /// Tasks with a live actor right now.
     pub fn live_tasks(&self) -> usize {
         self.env.registry.len()
     }
 
     fn admit(&self, call: &CallContext) -> Result<(), A2aError> {
+        if *self.shutdown.borrow() {
+            return Err(A2aError::Unavailable(
+                "the server is shutting down; retry on another replica".into(),
+            ));
+        }
         call.check_version()?;
         call.check_required_extensions(&self.settings.required_extensions)
     }
@@ -222,7 +258,7 @@ impl Core {
         if let Some(handle) = self.env.registry.get(&owner, &request.id)
             && let Some(subscription) = handle.subscribe().await
         {
-            return Ok(send::subscription_stream(subscription));
+            return Ok(send::subscription_stream(subscription, self.shutdown.subscribe()));
         }
         let task = self.stored_task(&owner, &request.id).await?;
         Err(A2aError::UnsupportedOperation(format!(
@@ -232,44 +268,114 @@ impl Core {
         )))
     }
 
-    /// CreateTaskPushNotificationConfig.
+    /// CreateTaskPushNotificationConfig: registers a webhook for an existing task.
     pub async fn create_task_push_notification_config(
         &self,
         call: &CallContext,
-        _request: TaskPushNotificationConfig,
+        config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         self.admit(call)?;
-        Err(A2aError::PushNotificationNotSupported)
+        self.require_push()?;
+        let mut v = Violations::default();
+        v.require_id("taskId", &config.task_id);
+        v.into_result()?;
+        let owner = call.owner(&config.tenant);
+        self.require_task(&owner, &config.task_id).await?;
+        self.register_push_config(&owner, config).await
+    }
+
+    /// Validates a config, gives it an id if it has none, and stores it.
+    async fn register_push_config(
+        &self,
+        owner: &Owner,
+        mut config: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2aError> {
+        validate::push_config(&config)?;
+        if config.id.is_empty() {
+            config.id = uuid::Uuid::new_v4().to_string();
+        }
+        self.env.store.put_push_config(owner, &config, self.settings.push.max_configs_per_task).await?;
+        Ok(config)
     }
 
     /// GetTaskPushNotificationConfig.
     pub async fn get_task_push_notification_config(
         &self,
         call: &CallContext,
-        _request: GetTaskPushNotificationConfigRequest,
+        request: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         self.admit(call)?;
-        Err(A2aError::PushNotificationNotSupported)
+        self.require_push()?;
+        let mut v = Violations::default();
+        v.require_id("taskId", &request.task_id);
+        v.require_id("id", &request.id);
+        v.into_result()?;
+        let owner = call.owner(&request.tenant);
+        self.require_task(&owner, &request.task_id).await?;
+        let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
+        configs
+            .into_iter()
+            .find(|c| c.id == request.id)
+            .ok_or(A2aError::PushConfigNotFound { task_id: request.task_id, config_id: request.id })
     }
 
-    /// ListTaskPushNotificationConfigs.
+    /// ListTaskPushNotificationConfigs, paginated (default 50, at most 100 per page).
     pub async fn list_task_push_notification_configs(
         &self,
         call: &CallContext,
-        _request: ListTaskPushNotificationConfigsRequest,
+        request: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2aError> {
         self.admit(call)?;
-        Err(A2aError::PushNotificationNotSupported)
+        self.require_push()?;
+        let mut v = Violations::default();
+        v.require_id("taskId", &request.task_id);
+        if !(0..=100).contains(&request.page_size) {
+            v.add("pageSize", "must be between 1 and 100");
+        }
+        v.into_result()?;
+        let start = match request.page_token.as_str() {
+            "" => 0,
+            token => token.parse::<usize>().map_err(|_| {
+                A2aError::invalid_field("pageToken", "not a page token issued by this server")
+            })?,
+        };
+        let owner = call.owner(&request.tenant);
+        self.require_task(&owner, &request.task_id).await?;
+        let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
+        let page_size = if request.page_size == 0 { 50 } else { request.page_size as usize };
+        let end = (start + page_size).min(configs.len());
+        let page = configs.get(start..end).map(<[_]>::to_vec).unwrap_or_default();
+        let next_page_token = if end < configs.len() { end.to_string() } else { String::new() };
+        Ok(ListTaskPushNotificationConfigsResponse { configs: page, next_page_token })
     }
 
-    /// DeleteTaskPushNotificationConfig.
+    /// DeleteTaskPushNotificationConfig: idempotent.
     pub async fn delete_task_push_notification_config(
         &self,
         call: &CallContext,
-        _request: DeleteTaskPushNotificationConfigRequest,
+        request: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2aError> {
         self.admit(call)?;
-        Err(A2aError::PushNotificationNotSupported)
+        self.require_push()?;
+        let mut v = Violations::default();
+        v.require_id("taskId", &request.task_id);
+        v.require_id("id", &request.id);
+        v.into_result()?;
+        let owner = call.owner(&request.tenant);
+        self.require_task(&owner, &request.task_id).await?;
+        self.env.store.delete_push_config(&owner, &request.task_id, &request.id).await
+    }
+
+    fn require_push(&self) -> Result<(), A2aError> {
+        if self.settings.push_notifications { Ok(()) } else { Err(A2aError::PushNotificationNotSupported) }
+    }
+
+    /// Fails with TaskNotFound unless `owner` has the task (live or stored).
+    async fn require_task(&self, owner: &Owner, task_id: &str) -> Result<(), A2aError> {
+        if self.env.registry.get(owner, task_id).is_some() {
+            return Ok(());
+        }
+        self.stored_task(owner, task_id).await.map(|_| ())
     }
 
     /// GetExtendedAgentCard.

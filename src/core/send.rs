@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use tokio::sync::watch;
 
 use super::{Core, EventStream, finished, state_name, validate};
 use crate::agent::RequestContext;
 use crate::call::CallContext;
 use crate::error::A2aError;
 use crate::proto::{
-    Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus,
-    send_message_response, stream_response::Payload,
+    Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
+    TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::actor::{FollowUp, Started, Subscription, Turn, start_task};
 use crate::task::log::TaskEvent;
@@ -37,7 +38,8 @@ pub(super) async fn send_message(
                 turn.subscription.snapshot
             } else {
                 let task_id = turn.subscription.snapshot.id.clone();
-                let mut events = turn_stream(turn, None);
+                // A blocking call is a unary call: it is not cut short by draining.
+                let mut events = turn_stream(turn, None, None);
                 while let Some(Ok(_)) = events.next().await {}
                 drop(events);
                 core.current_task(&owner, &task_id).await?
@@ -61,7 +63,7 @@ pub(super) async fn send_streaming_message(
                 TaskEvent { seq: 0, response: StreamResponse { payload: Some(Payload::Message(message)) } };
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
-        Begun::Task(turn) => turn_stream(turn, history_length),
+        Begun::Task(turn) => turn_stream(turn, history_length, Some(core.shutdown.subscribe())),
     })
 }
 
@@ -71,7 +73,8 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
     let configuration = configuration.unwrap_or_default();
-    if configuration.task_push_notification_config.is_some() && !core.settings.push_notifications {
+    let inline_push = configuration.task_push_notification_config.clone();
+    if inline_push.is_some() && !core.settings.push_notifications {
         return Err(A2aError::PushNotificationNotSupported);
     }
     let mut message = message.ok_or_else(|| A2aError::invalid_field("message", "is required"))?;
@@ -80,6 +83,10 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
     if !message.task_id.is_empty() {
         let task_id = message.task_id.clone();
         if let Some(handle) = core.env.registry.get(&owner, &task_id) {
+            if let Some(config) = inline_push {
+                let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
+                core.register_push_config(&owner, config).await?;
+            }
             let follow_up = FollowUp {
                 message,
                 extensions: call.extensions.clone(),
@@ -107,6 +114,11 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
     };
     message.task_id = task_id.clone();
     message.context_id = context_id.clone();
+    if let Some(config) = inline_push {
+        // Registered before the agent runs, so the webhook sees the task's first event.
+        core.register_push_config(&owner, TaskPushNotificationConfig { task_id: task_id.clone(), ..config })
+            .await?;
+    }
     let task = Task {
         id: task_id.clone(),
         context_id: context_id.clone(),
@@ -143,16 +155,25 @@ fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
 /// The stream of one message's turn: the Task, then events until the task is terminal or
 /// interrupted. If the turn's execution ends while the task is already waiting (the agent had
 /// nothing to add), the stream ends too rather than waiting for some later turn.
-fn turn_stream(turn: Box<Turn>, history_length: Option<i32>) -> EventStream {
+fn turn_stream(
+    turn: Box<Turn>,
+    history_length: Option<i32>,
+    shutdown: Option<watch::Receiver<bool>>,
+) -> EventStream {
     let Turn { subscription: Subscription { mut snapshot, mut feed }, mut done } = *turn;
     async_stream::stream! {
         let mut state = state_of(snapshot.status.as_ref());
         trim_history(&mut snapshot, history_length);
         yield Ok(snapshot_event(snapshot, feed.cursor()));
         let mut execution_done = false;
+        let mut draining = shutdown;
         loop {
             tokio::select! {
                 biased;
+                _ = drained(&mut draining) => {
+                    yield Err(shutting_down());
+                    break;
+                }
                 next = feed.next() => match next {
                     None => break,
                     Some(Err(error)) => { yield Err(error); break; }
@@ -180,17 +201,49 @@ fn turn_stream(turn: Box<Turn>, history_length: Option<i32>) -> EventStream {
 }
 
 /// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
-pub(super) fn subscription_stream(subscription: Subscription) -> EventStream {
+pub(super) fn subscription_stream(
+    subscription: Subscription,
+    shutdown: watch::Receiver<bool>,
+) -> EventStream {
     let Subscription { snapshot, mut feed } = subscription;
     async_stream::stream! {
         yield Ok(snapshot_event(snapshot, feed.cursor()));
-        while let Some(next) = feed.next().await {
-            let stop = next.is_err();
-            yield next;
-            if stop {
-                break;
+        let mut draining = Some(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = drained(&mut draining) => {
+                    yield Err(shutting_down());
+                    break;
+                }
+                next = feed.next() => match next {
+                    None => break,
+                    Some(next) => {
+                        let stop = next.is_err();
+                        yield next;
+                        if stop {
+                            break;
+                        }
+                    }
+                },
             }
         }
     }
     .boxed()
+}
+
+/// Resolves once the server starts draining; never, without a shutdown signal.
+async fn drained(shutdown: &mut Option<watch::Receiver<bool>>) {
+    if let Some(receiver) = shutdown
+        && receiver.wait_for(|draining| *draining).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+fn shutting_down() -> A2aError {
+    A2aError::Unavailable(
+        "the server is shutting down; call SubscribeToTask again (on another replica)".into(),
+    )
 }

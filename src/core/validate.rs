@@ -1,7 +1,7 @@
 //! Request validation: REQUIRED fields and value ranges, reported as field violations
 //! (spec §5.7: servers reject missing required fields before doing anything).
 use crate::error::{A2aError, FieldViolation};
-use crate::proto::{Message, Role, SendMessageRequest};
+use crate::proto::{Message, Role, SendMessageRequest, TaskPushNotificationConfig};
 
 /// Collects violations and turns them into one `InvalidParams` error.
 #[derive(Default)]
@@ -51,6 +51,24 @@ pub(crate) fn send_message(request: &SendMessageRequest) -> Result<(), A2aError>
     }
     if let Some(configuration) = &request.configuration {
         v.non_negative("configuration.historyLength", configuration.history_length);
+    }
+    v.into_result()
+}
+
+/// A webhook config: an absolute http(s) URL, and a scheme when authentication is given. No
+/// DNS lookup or reachability check here: the host may only resolve where deliveries run.
+pub(crate) fn push_config(config: &TaskPushNotificationConfig) -> Result<(), A2aError> {
+    let mut v = Violations::default();
+    match reqwest::Url::parse(&config.url) {
+        _ if config.url.is_empty() => v.add("url", "is required"),
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
+        Ok(_) => v.add("url", "must be an http or https URL"),
+        Err(e) => v.add("url", format!("is not a valid URL: {e}")),
+    }
+    if let Some(authentication) = &config.authentication
+        && authentication.scheme.trim().is_empty()
+    {
+        v.add("authentication.scheme", "is required");
     }
     v.into_result()
 }

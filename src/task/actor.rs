@@ -24,6 +24,7 @@ use crate::proto::{
     Message, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent, stream_response::Payload,
 };
+use crate::push::PushDispatcher;
 
 /// What every actor shares: the agent, the store, the registry and the limits.
 pub struct TaskEnv {
@@ -39,6 +40,8 @@ pub struct TaskEnv {
     pub log_capacity: usize,
     /// Commands (agent events included) queued per task before senders wait.
     pub channel_capacity: usize,
+    /// Where events go for webhook delivery, when push notifications are on.
+    pub push: Option<Arc<PushDispatcher>>,
 }
 
 /// A message to an actor. Large payloads are boxed so that the channel's slots stay small:
@@ -451,7 +454,11 @@ impl TaskActor {
 
     fn publish(&mut self, payload: Payload) {
         self.dirty = true;
-        self.log.append(StreamResponse { payload: Some(payload) });
+        let event = self.log.append(StreamResponse { payload: Some(payload) });
+        if let Some(push) = &self.env.push {
+            let terminal = event.state().is_some_and(is_terminal);
+            push.enqueue(&self.handle.owner, &self.task.id, event, terminal);
+        }
     }
 
     fn abort_executions(&mut self) {

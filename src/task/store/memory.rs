@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::{Cursor, TaskPage, TaskQuery, TaskStore};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::Task;
+use crate::proto::{Task, TaskPushNotificationConfig};
 use crate::task::{is_terminal, state_of};
 
 /// How long finished tasks stay readable. Live tasks are never evicted.
@@ -34,6 +34,8 @@ struct Record {
 #[derive(Default)]
 struct State {
     tasks: HashMap<String, Record>,
+    /// Push notification configs by task id, each with the owner that created it.
+    push_configs: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>>,
     /// Finished task ids in the order they finished.
     finished: VecDeque<(String, Instant)>,
 }
@@ -64,6 +66,7 @@ impl State {
                 break;
             }
             self.tasks.remove(id);
+            self.push_configs.remove(id);
             self.finished.pop_front();
         }
     }
@@ -116,5 +119,56 @@ impl TaskStore for MemoryStore {
         let next =
             (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
         Ok(TaskPage { tasks: page.into_iter().map(|(_, t)| (*t).clone()).collect(), next, total })
+    }
+
+    async fn put_push_config(
+        &self,
+        owner: &Owner,
+        config: &TaskPushNotificationConfig,
+        max_per_task: usize,
+    ) -> Result<(), A2aError> {
+        let mut state = self.lock();
+        let configs = state.push_configs.entry(config.task_id.clone()).or_default();
+        if let Some(existing) = configs.iter_mut().find(|(o, c)| o == owner && c.id == config.id) {
+            existing.1 = config.clone();
+            return Ok(());
+        }
+        if configs.iter().filter(|(o, _)| o == owner).count() >= max_per_task {
+            return Err(A2aError::invalid_field(
+                "id",
+                format!(
+                    "task {} already has {max_per_task} push notification configs, the limit",
+                    config.task_id
+                ),
+            ));
+        }
+        configs.push((owner.clone(), config.clone()));
+        Ok(())
+    }
+
+    async fn push_configs(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
+        let state = self.lock();
+        Ok(state
+            .push_configs
+            .get(task_id)
+            .map(|configs| configs.iter().filter(|(o, _)| o == owner).map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default())
+    }
+
+    async fn delete_push_config(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<(), A2aError> {
+        let mut state = self.lock();
+        if let Some(configs) = state.push_configs.get_mut(task_id) {
+            configs.retain(|(o, c)| !(o == owner && c.id == config_id));
+        }
+        Ok(())
     }
 }

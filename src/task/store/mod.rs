@@ -8,7 +8,7 @@ use base64::Engine;
 
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::{Task, TaskState};
+use crate::proto::{Task, TaskPushNotificationConfig, TaskState};
 
 pub use memory::{MemoryStore, Retention};
 
@@ -92,6 +92,24 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Task>, A2aError>;
     /// A page of `owner`'s tasks matching `query`.
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError>;
+
+    /// Inserts or replaces (by id) a push notification config of a task; refuses a new one
+    /// beyond `max_per_task`. Configs go when their task is evicted.
+    async fn put_push_config(
+        &self,
+        owner: &Owner,
+        config: &TaskPushNotificationConfig,
+        max_per_task: usize,
+    ) -> Result<(), A2aError>;
+    /// The push notification configs of `owner`'s task, in creation order.
+    async fn push_configs(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError>;
+    /// Removes a push notification config; removing a missing one is not an error.
+    async fn delete_push_config(&self, owner: &Owner, task_id: &str, config_id: &str)
+    -> Result<(), A2aError>;
 }
 
 #[cfg(test)]
