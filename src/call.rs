@@ -25,11 +25,13 @@ pub struct CallContext {
     pub version: Option<String>,
     /// The `A2A-Extensions` the client asked to activate.
     pub extensions: Vec<String>,
+    /// The W3C `traceparent` the client sent, for the request's span.
+    pub traceparent: Option<String>,
 }
 
 impl Default for CallContext {
     fn default() -> Self {
-        Self { principal: ANONYMOUS.to_owned(), version: None, extensions: Vec::new() }
+        Self { principal: ANONYMOUS.to_owned(), version: None, extensions: Vec::new(), traceparent: None }
     }
 }
 
@@ -44,7 +46,12 @@ impl CallContext {
             .filter(|uri| !uri.is_empty())
             .map(str::to_owned)
             .collect();
-        Self { principal: ANONYMOUS.to_owned(), version: version.map(|v| v.trim().to_owned()), extensions }
+        Self {
+            principal: ANONYMOUS.to_owned(),
+            version: version.map(|v| v.trim().to_owned()),
+            extensions,
+            traceparent: None,
+        }
     }
 
     /// The owner of tasks this call creates or may see, within `tenant`.

@@ -14,6 +14,7 @@
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
+//! - [`telemetry`]: Prometheus metrics and a tracing span per request.
 //! - [`server`] and [`config`]: assembling the listener; the command line.
 pub mod agent;
 pub mod call;
@@ -25,4 +26,5 @@ pub mod proto;
 pub mod push;
 pub mod server;
 pub mod task;
+pub mod telemetry;
 pub mod transport;

@@ -54,6 +54,8 @@ pub struct App {
 /// reflection (v1 and v1alpha, so every grpcurl and grpcio version can list it),
 /// `grpc.health.v1`, and the HTTP side.
 pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
+    // Install the metrics recorder before the first call is counted.
+    crate::telemetry::prometheus();
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;

@@ -179,8 +179,23 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
         env: env.clone(),
     };
     env.registry.insert(handle.clone());
+    metrics::counter!("a2a_tasks_started_total").increment(1);
+    track_state(TaskState::Unspecified, TaskState::Submitted);
     tokio::spawn(actor.run(first));
     Ok(Started::Task { handle, turn: Box::new(Turn { subscription, done }) })
+}
+
+/// Moves a task between the live-tasks-by-state gauges (UNSPECIFIED: not counted).
+fn track_state(from: TaskState, to: TaskState) {
+    if from == to {
+        return;
+    }
+    if from != TaskState::Unspecified {
+        metrics::gauge!("a2a_tasks", "state" => from.as_str_name()).decrement(1.0);
+    }
+    if to != TaskState::Unspecified && !is_terminal(to) {
+        metrics::gauge!("a2a_tasks", "state" => to.as_str_name()).increment(1.0);
+    }
 }
 
 /// Runs one execution of the agent in its own tokio task and reports its end to the actor
@@ -245,6 +260,9 @@ impl TaskActor {
         self.dirty = true;
         self.persist().await;
         self.env.registry.remove(&self.task.id);
+        let state = state_of(self.task.status.as_ref());
+        track_state(state, TaskState::Unspecified);
+        metrics::counter!("a2a_tasks_finished_total", "state" => state.as_str_name()).increment(1);
     }
 
     async fn handle(&mut self, command: Command) {
@@ -425,7 +443,9 @@ impl TaskActor {
             message.context_id = self.task.context_id.clone();
             self.task.history.push(message.clone());
         }
+        let previous = state_of(self.task.status.as_ref());
         self.task.status = Some(status.clone());
+        track_state(previous, state_of(self.task.status.as_ref()));
         self.publish(Payload::StatusUpdate(TaskStatusUpdateEvent {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
@@ -454,6 +474,7 @@ impl TaskActor {
 
     fn publish(&mut self, payload: Payload) {
         self.dirty = true;
+        metrics::counter!("a2a_events_total").increment(1);
         let event = self.log.append(StreamResponse { payload: Some(payload) });
         if let Some(push) = &self.env.push {
             let terminal = event.state().is_some_and(is_terminal);

@@ -180,10 +180,15 @@ impl Feed {
             self.head.borrow_and_update();
             match self.log.read_after(self.cursor, BATCH) {
                 Err(lagged) => {
+                    metrics::counter!("a2a_subscriber_lag_disconnects_total").increment(1);
                     self.done = true;
                     return Some(Err(lagged));
                 }
                 Ok((batch, ended)) => {
+                    if batch.len() == BATCH {
+                        // A full batch: this subscriber was behind and is catching up from the log.
+                        metrics::counter!("a2a_subscriber_catchups_total").increment(1);
+                    }
                     self.done = ended;
                     if batch.is_empty() && !ended && self.head.changed().await.is_err() {
                         // The actor is gone without closing the log (it panicked or was aborted).

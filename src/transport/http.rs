@@ -54,6 +54,7 @@ pub fn router(state: HttpState) -> axum::Router {
         .route("/.well-known/agent-card.json", get(super::card::handle))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(state)
 }
 
@@ -63,6 +64,15 @@ async fn readyz(axum::extract::State(state): axum::extract::State<HttpState>) ->
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
     }
+}
+
+async fn metrics(axum::extract::State(state): axum::extract::State<HttpState>) -> Response {
+    let body = crate::telemetry::render(&state.core);
+    let mut response = (StatusCode::OK, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    response
 }
 
 /// Service parameters from HTTP headers (case-insensitive names) or, for `A2A-Version`, the
@@ -75,7 +85,9 @@ pub fn call_context(headers: &HeaderMap, query: Option<&str>) -> CallContext {
     });
     let version = headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or(from_query);
     let extensions = headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
-    CallContext::from_parameters(version.as_deref(), extensions)
+    let mut call = CallContext::from_parameters(version.as_deref(), extensions);
+    call.traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call
 }
 
 /// Whether the request body is declared as JSON (`application/json`, `application/a2a+json`

@@ -28,7 +28,7 @@ pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap
         Err(error) => return error_response(&id, &error),
     };
     let call = http::call_context(&headers, uri.query());
-    match operation.execute(&state.core, &call).await {
+    match operation.execute(&state.core, &call, "jsonrpc").await {
         Ok(Outcome::Json(result)) => {
             http::json_response(StatusCode::OK, &json!({"jsonrpc": "2.0", "id": id, "result": result}), false)
         }

@@ -13,6 +13,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use crate::telemetry::{RequestIds, observe};
 
 /// One decoded A2A call.
 #[derive(Debug, Clone)]
@@ -83,8 +84,17 @@ impl Operation {
         }
     }
 
-    /// Runs the operation.
-    pub async fn execute(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {
+    /// Runs the operation inside the shared request telemetry, labelled with `binding`.
+    pub async fn execute(
+        self,
+        core: &Core,
+        call: &CallContext,
+        binding: &'static str,
+    ) -> Result<Outcome, A2aError> {
+        observe(binding, self.name(), call, self, |operation| operation.run(core, call)).await
+    }
+
+    async fn run(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {
         Ok(match self {
             Self::SendMessage(r) => Outcome::Json(encode(&core.send_message(call, r).await?)),
             Self::SendStreamingMessage(r) => Outcome::Stream(core.send_streaming_message(call, r).await?),
@@ -109,5 +119,30 @@ impl Operation {
                 Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?))
             }
         })
+    }
+}
+
+impl RequestIds for Operation {
+    fn task_id(&self) -> &str {
+        match self {
+            Self::SendMessage(r) | Self::SendStreamingMessage(r) => r.task_id(),
+            Self::GetTask(r) => r.task_id(),
+            Self::ListTasks(r) => r.task_id(),
+            Self::CancelTask(r) => r.task_id(),
+            Self::SubscribeToTask(r) => r.task_id(),
+            Self::CreatePushConfig(r) => r.task_id(),
+            Self::GetPushConfig(r) => r.task_id(),
+            Self::ListPushConfigs(r) => r.task_id(),
+            Self::DeletePushConfig(r) => r.task_id(),
+            Self::GetExtendedAgentCard(r) => r.task_id(),
+        }
+    }
+
+    fn context_id(&self) -> &str {
+        match self {
+            Self::SendMessage(r) | Self::SendStreamingMessage(r) => r.context_id(),
+            Self::ListTasks(r) => r.context_id(),
+            _ => "",
+        }
     }
 }

@@ -145,7 +145,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         Err(error) => return error_response(&error, a2a_json),
     };
     let call = http::call_context(&parts.headers, parts.uri.query());
-    match operation.execute(&state.core, &call).await {
+    match operation.execute(&state.core, &call, "rest").await {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
         Ok(Outcome::Stream(stream)) => {
             sse::response(stream, state.settings.sse_keep_alive, |item| match item {

@@ -1,0 +1,147 @@
+//! Metrics (Prometheus text at `GET /metrics`) and a tracing span per request.
+//!
+//! Every binding wraps each call in [`observe`], so requests are counted and timed the same
+//! way whatever the wire: by method, binding and outcome (the A2A error reason, or `ok`).
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing::Instrument;
+
+use crate::call::CallContext;
+use crate::core::Core;
+use crate::error::A2aError;
+use crate::proto::{
+    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+};
+use crate::push::PushStats;
+
+/// Request latency buckets, seconds: from sub-millisecond unary calls to long blocking sends.
+const LATENCY_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process-wide Prometheus recorder, installed on first use.
+pub fn prometheus() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full("a2a_request_duration_seconds".into()), LATENCY_BUCKETS)
+            .expect("the bucket list is not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Fails only if another recorder is installed already; then that one records.
+        let _ = metrics::set_global_recorder(recorder);
+        handle
+    })
+}
+
+/// The Prometheus exposition of every metric, with the gauges read from `core` now.
+pub fn render(core: &Core) -> String {
+    let handle = prometheus();
+    metrics::gauge!("a2a_live_tasks").set(core.live_tasks() as f64);
+    metrics::gauge!("a2a_open_subscriptions").set(core.open_subscriptions() as f64);
+    if let Some(push) = core.push_stats() {
+        let counters = [
+            ("a2a_push_delivered_total", &push.delivered),
+            ("a2a_push_retries_total", &push.retries),
+            ("a2a_push_failures_total", &push.failed),
+            ("a2a_push_refused_total", &push.refused),
+            ("a2a_push_dropped_total", &push.dropped),
+        ];
+        for (name, counter) in counters {
+            metrics::counter!(name).absolute(PushStats::get(counter));
+        }
+    }
+    handle.run_upkeep();
+    handle.render()
+}
+
+/// The task and context a request names, for its span.
+pub trait RequestIds {
+    /// The task id the request is about, if any.
+    fn task_id(&self) -> &str {
+        ""
+    }
+    /// The context id the request names, if any.
+    fn context_id(&self) -> &str {
+        ""
+    }
+}
+
+impl RequestIds for SendMessageRequest {
+    fn task_id(&self) -> &str {
+        self.message.as_ref().map(|m| m.task_id.as_str()).unwrap_or_default()
+    }
+    fn context_id(&self) -> &str {
+        self.message.as_ref().map(|m| m.context_id.as_str()).unwrap_or_default()
+    }
+}
+
+macro_rules! ids_by_field {
+    ($($request:ty => $field:ident),* $(,)?) => {
+        $(impl RequestIds for $request {
+            fn task_id(&self) -> &str {
+                &self.$field
+            }
+        })*
+    };
+}
+
+ids_by_field!(
+    GetTaskRequest => id,
+    CancelTaskRequest => id,
+    SubscribeToTaskRequest => id,
+    TaskPushNotificationConfig => task_id,
+    GetTaskPushNotificationConfigRequest => task_id,
+    ListTaskPushNotificationConfigsRequest => task_id,
+    DeleteTaskPushNotificationConfigRequest => task_id,
+);
+
+impl RequestIds for ListTasksRequest {
+    fn context_id(&self) -> &str {
+        &self.context_id
+    }
+}
+
+impl RequestIds for GetExtendedAgentCardRequest {}
+
+/// Runs one call inside a span (method, binding, task and context ids, W3C `traceparent`)
+/// and records its count and latency. For streaming calls this measures the time to the
+/// stream's start.
+pub async fn observe<R, T, Fut>(
+    binding: &'static str,
+    method: &'static str,
+    call: &CallContext,
+    request: R,
+    run: impl FnOnce(R) -> Fut,
+) -> Result<T, A2aError>
+where
+    R: RequestIds,
+    Fut: Future<Output = Result<T, A2aError>>,
+{
+    let span = tracing::info_span!(
+        "a2a",
+        method,
+        binding,
+        task_id = request.task_id(),
+        context_id = request.context_id(),
+        traceparent = call.traceparent.as_deref().unwrap_or_default(),
+    );
+    let started = Instant::now();
+    let result = run(request).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(error) => error.reason(),
+    };
+    span.in_scope(|| tracing::debug!(outcome, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request"));
+    metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!("a2a_request_duration_seconds", "binding" => binding, "method" => method)
+        .record(elapsed.as_secs_f64());
+    result
+}
