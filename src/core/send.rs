@@ -59,8 +59,7 @@ pub(super) async fn send_streaming_message(
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
     Ok(match begin(core, call, request).await? {
         Begun::Message(message) => {
-            let event =
-                TaskEvent { seq: 0, response: StreamResponse { payload: Some(Payload::Message(message)) } };
+            let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
         Begun::Task(turn) => turn_stream(turn, history_length, Some(core.shutdown.subscribe())),
@@ -149,7 +148,7 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
 
 /// The snapshot as the stream's first item.
 fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
-    Arc::new(TaskEvent { seq, response: StreamResponse { payload: Some(Payload::Task(snapshot)) } })
+    Arc::new(TaskEvent::new(seq, StreamResponse { payload: Some(Payload::Task(snapshot)) }))
 }
 
 /// The stream of one message's turn: the Task, then events until the task is terminal or

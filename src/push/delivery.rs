@@ -266,7 +266,7 @@ mod tests {
         } else {
             Payload::ArtifactUpdate(Default::default())
         };
-        Arc::new(TaskEvent { seq, response: StreamResponse { payload: Some(payload) } })
+        Arc::new(TaskEvent::new(seq, StreamResponse { payload: Some(payload) }))
     }
 
     #[test]

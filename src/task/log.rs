@@ -7,12 +7,13 @@
 //! so explicitly ([`A2aError::SubscriberLagged`]) instead of silently missing events.
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-use tokio::sync::watch;
+use bytes::Bytes;
 
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, TaskState, stream_response::Payload};
+use tokio::sync::watch;
 
 /// One published event of a task, with its per-task sequence number (starting at 1).
 #[derive(Debug)]
@@ -22,9 +23,29 @@ pub struct TaskEvent {
     pub seq: u64,
     /// The event as it goes on the wire (a status or artifact update).
     pub response: StreamResponse,
+    /// The protobuf encoding, made once for every gRPC subscriber.
+    proto: OnceLock<Bytes>,
+    /// The ProtoJSON encoding, made once for every SSE subscriber.
+    json: OnceLock<Arc<str>>,
 }
 
 impl TaskEvent {
+    /// An event (or a snapshot, at the sequence number it was taken at).
+    pub fn new(seq: u64, response: StreamResponse) -> Self {
+        Self { seq, response, proto: OnceLock::new(), json: OnceLock::new() }
+    }
+
+    /// The protobuf encoding of `response`, computed by the first subscriber that asks.
+    pub fn proto_bytes(&self) -> Bytes {
+        self.proto.get_or_init(|| Bytes::from(prost::Message::encode_to_vec(&self.response))).clone()
+    }
+
+    /// The JSON encoding of `response` made by `encode`, computed by the first subscriber that
+    /// asks (the bindings own the JSON mapping; the log only keeps the result).
+    pub fn json(&self, encode: impl FnOnce(&StreamResponse) -> String) -> Arc<str> {
+        self.json.get_or_init(|| encode(&self.response).into()).clone()
+    }
+
     /// The task state this event moves to, if it is a status update.
     pub fn state(&self) -> Option<TaskState> {
         match &self.response.payload {
@@ -67,7 +88,7 @@ impl EventLog {
         let event = {
             let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             ring.last_seq += 1;
-            let event = Arc::new(TaskEvent { seq: ring.last_seq, response });
+            let event = Arc::new(TaskEvent::new(ring.last_seq, response));
             if ring.events.len() == self.capacity {
                 ring.events.pop_front();
             }
@@ -199,5 +220,76 @@ impl Feed {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{TaskArtifactUpdateEvent, TaskStatus, TaskStatusUpdateEvent};
+
+    fn status(state: TaskState) -> StreamResponse {
+        let update = TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            status: Some(TaskStatus { state: state as i32, ..Default::default() }),
+            ..Default::default()
+        };
+        StreamResponse { payload: Some(Payload::StatusUpdate(update)) }
+    }
+
+    fn chunk() -> StreamResponse {
+        StreamResponse { payload: Some(Payload::ArtifactUpdate(TaskArtifactUpdateEvent::default())) }
+    }
+
+    #[tokio::test]
+    async fn a_feed_yields_every_event_after_its_cursor_then_ends() {
+        let log = Arc::new(EventLog::new("t".into(), 16));
+        let count = Arc::new(SubscriberCount::default());
+        log.append(status(TaskState::Working));
+        let mut feed = Feed::new(log.clone(), log.last_seq(), count.clone());
+        assert_eq!(count.get(), 1);
+        log.append(chunk());
+        log.append(status(TaskState::Completed));
+        log.close();
+        assert_eq!(feed.next().await.unwrap().unwrap().seq, 2);
+        let last = feed.next().await.unwrap().unwrap();
+        assert_eq!((last.seq, last.state()), (3, Some(TaskState::Completed)));
+        assert!(feed.next().await.is_none());
+        drop(feed);
+        assert_eq!(count.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_feed_behind_the_ring_gets_an_explicit_lag_error() {
+        let log = Arc::new(EventLog::new("t".into(), 4));
+        let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
+        for _ in 0..10 {
+            log.append(chunk());
+        }
+        match feed.next().await {
+            Some(Err(A2aError::SubscriberLagged { missed, .. })) => assert_eq!(missed, 6),
+            other => panic!("expected a lag error, got {other:?}"),
+        }
+        assert!(feed.next().await.is_none(), "nothing after the error");
+    }
+
+    #[tokio::test]
+    async fn a_waiting_feed_wakes_on_append() {
+        let log = Arc::new(EventLog::new("t".into(), 4));
+        let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
+        let reader = tokio::spawn(async move { feed.next().await.map(|e| e.map(|e| e.seq)) });
+        tokio::task::yield_now().await;
+        log.append(chunk());
+        assert_eq!(reader.await.unwrap(), Some(Ok(1)));
+    }
+
+    #[test]
+    fn cached_encodings_are_the_canonical_ones() {
+        let event = TaskEvent::new(1, status(TaskState::Working));
+        assert_eq!(event.proto_bytes(), prost::Message::encode_to_vec(&event.response));
+        let json = event.json(crate::transport::protojson::encode_string);
+        assert_eq!(&*json, crate::transport::protojson::encode_string(&event.response));
+        let again = event.json(|_| unreachable!("encoded once"));
+        assert!(Arc::ptr_eq(&json, &again));
     }
 }

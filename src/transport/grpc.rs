@@ -28,7 +28,12 @@ pub struct GrpcBinding {
 }
 
 impl GrpcBinding {
-    /// The service, ready to mount.
+    /// The binding over `core`.
+    pub fn new(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
+    /// The generated service alone (every RPC through prost, no shared encoding).
     pub fn server(core: Arc<Core>) -> A2aServiceServer<Self> {
         A2aServiceServer::new(Self { core })
     }
@@ -50,7 +55,7 @@ fn to_grpc(stream: EventStream) -> GrpcStream {
 
 impl GrpcBinding {
     /// Runs one call against the core inside the shared request telemetry.
-    async fn call<R, T, Fut>(
+    pub(crate) async fn call<R, T, Fut>(
         &self,
         method: &'static str,
         request: Request<R>,

@@ -37,7 +37,7 @@ pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap
             sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
                 Ok(event) => Event::default().id(event.seq.to_string()).data(format!(
                     r#"{{"jsonrpc":"2.0","id":{id_json},"result":{}}}"#,
-                    encode_string(&event.response)
+                    event.json(encode_string)
                 )),
                 Err(error) => Event::default().data(error_body(&id, &error).to_string()),
             })

@@ -149,7 +149,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
         Ok(Outcome::Stream(stream)) => {
             sse::response(stream, state.settings.sse_keep_alive, |item| match item {
-                Ok(event) => Event::default().id(event.seq.to_string()).data(encode_string(&event.response)),
+                Ok(event) => Event::default().id(event.seq.to_string()).data(&*event.json(encode_string)),
                 Err(error) => Event::default().event("error").data(error.to_http_body().to_string()),
             })
         }
