@@ -5,9 +5,12 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::agent::exec::{ExecConfig, InputFormat, StdinMode};
 use crate::card::{CardFacts, CardOverrides};
 use crate::core::CoreSettings;
 use crate::proto::{AgentCard, AgentSkill};
+use crate::push::ssrf::Policy;
+use crate::push::{PushEvents, PushSettings};
 use crate::task::store::Retention;
 use crate::transport::http::HttpSettings;
 use crate::transport::protojson;
@@ -109,10 +112,84 @@ pub struct Config {
     #[arg(long = "cors-origin", env = "A2A_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Enable push notifications (webhooks); the card then declares them.
+    #[arg(long, env = "A2A_PUSH")]
+    pub push: bool,
+
+    /// Which task events are pushed.
+    #[arg(long, env = "A2A_PUSH_EVENTS", value_enum, default_value_t = PushEvents::All)]
+    pub push_events: PushEvents,
+
+    /// Let webhooks reach private, loopback and link-local addresses (local setups, tests).
+    #[arg(long, env = "A2A_PUSH_ALLOW_PRIVATE")]
+    pub push_allow_private: bool,
+
+    /// Allow webhooks to this CIDR, address or host name although it is not public (repeatable).
+    #[arg(long = "push-allow", env = "A2A_PUSH_ALLOW", value_delimiter = ',')]
+    pub push_allow: Vec<String>,
+
+    /// Seconds one webhook POST may take.
+    #[arg(long, env = "A2A_PUSH_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub push_timeout_secs: u64,
+
+    /// Attempts per event before a delivery is given up.
+    #[arg(long, env = "A2A_PUSH_MAX_ATTEMPTS", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub push_max_attempts: u32,
+
+    /// Seconds after the first attempt after which a delivery is given up.
+    #[arg(long, env = "A2A_PUSH_MAX_AGE_SECS", default_value_t = 600)]
+    pub push_max_age_secs: u64,
+
+    /// Events queued per webhook before older artifact chunks are shed.
+    #[arg(long, env = "A2A_PUSH_QUEUE_CAPACITY", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub push_queue_capacity: u64,
+
+    /// Seconds in-flight calls get to finish after SIGTERM before running tasks are cancelled.
+    #[arg(long, env = "A2A_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
+    pub drain_timeout_secs: u64,
+
     /// Seconds between keep-alive comments on idle SSE streams.
     #[arg(long, env = "A2A_SSE_KEEP_ALIVE_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub sse_keep_alive_secs: u64,
+
+    /// exec agent: how a message reaches the command's stdin (its text, or one line of A2A JSON).
+    #[arg(long, env = "A2A_EXEC_INPUT", value_enum, default_value_t = InputFormat::Text)]
+    pub exec_input: InputFormat,
+
+    /// exec agent: close stdin after the first message, or keep it open so that later messages
+    /// on the task (answers to INPUT_REQUIRED) reach the command too.
+    #[arg(long, env = "A2A_EXEC_STDIN", value_enum, default_value_t = StdinMode::Close)]
+    pub exec_stdin: StdinMode,
+
+    /// exec agent: stdout lines starting with this and a JSON object are control instructions
+    /// (empty: none are).
+    #[arg(long, env = "A2A_EXEC_CONTROL_PREFIX", default_value = "@a2a")]
+    pub exec_control_prefix: String,
+
+    /// exec agent: seconds a command may run before it is stopped and its task fails (0: no limit).
+    #[arg(long, env = "A2A_EXEC_TIMEOUT_SECS", default_value_t = 3600)]
+    pub exec_timeout_secs: u64,
+
+    /// exec agent: milliseconds between SIGTERM and SIGKILL when a command is stopped.
+    #[arg(long, env = "A2A_EXEC_GRACE_MS", default_value_t = 5000)]
+    pub exec_grace_ms: u64,
+
+    /// exec agent: commands running at once; further tasks wait in SUBMITTED, in order.
+    #[arg(long, env = "A2A_EXEC_MAX_CONCURRENCY", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub exec_max_concurrency: u64,
+
+    /// exec agent: bytes of the stdout artifact a task keeps (live subscribers get all output).
+    #[arg(long, env = "A2A_EXEC_MAX_ARTIFACT_BYTES", default_value_t = 1 << 20)]
+    pub exec_max_artifact_bytes: usize,
+
+    /// exec agent: the command run for each task, after `--`.
+    #[arg(last = true, value_name = "CMD [ARGS]")]
+    pub command: Vec<String>,
 }
 
 /// Built-in agents.
@@ -120,6 +197,8 @@ pub struct Config {
 pub enum AgentKind {
     /// Deterministic demo behaviours (see the README).
     Demo,
+    /// Runs the command after `--` for each task (see the README).
+    Exec,
 }
 
 /// Log formats.
@@ -195,6 +274,21 @@ impl Config {
         }
     }
 
+    /// The exec agent's settings: the command after `--` and the `--exec-*` flags.
+    pub fn exec_config(&self) -> ExecConfig {
+        let (program, args) = self.command.split_first().map(|(p, a)| (p.as_str(), a)).unwrap_or(("", &[]));
+        ExecConfig {
+            input: self.exec_input,
+            stdin: self.exec_stdin,
+            control_prefix: self.exec_control_prefix.clone(),
+            timeout: (self.exec_timeout_secs > 0).then(|| Duration::from_secs(self.exec_timeout_secs)),
+            grace: Duration::from_millis(self.exec_grace_ms),
+            max_concurrency: self.exec_max_concurrency as usize,
+            max_artifact_bytes: self.exec_max_artifact_bytes,
+            ..ExecConfig::new(program, args.iter().cloned())
+        }
+    }
+
     /// HTTP settings.
     pub fn http_settings(&self) -> HttpSettings {
         HttpSettings { sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs) }
@@ -210,6 +304,20 @@ impl Config {
 
     /// The core's settings.
     pub fn core_settings(&self) -> CoreSettings {
-        CoreSettings { event_log_capacity: self.event_log_capacity as usize, ..CoreSettings::default() }
+        let push = PushSettings {
+            events: self.push_events,
+            policy: Policy::with_allowlist(self.push_allow_private, &self.push_allow),
+            attempt_timeout: Duration::from_secs(self.push_timeout_secs),
+            max_attempts: self.push_max_attempts,
+            max_age: Duration::from_secs(self.push_max_age_secs),
+            queue_capacity: self.push_queue_capacity as usize,
+            ..PushSettings::default()
+        };
+        CoreSettings {
+            event_log_capacity: self.event_log_capacity as usize,
+            push_notifications: self.push,
+            push,
+            ..CoreSettings::default()
+        }
     }
 }

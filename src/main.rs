@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use a2a_server::agent::AgentExecutor;
 use a2a_server::agent::demo::DemoAgent;
+use a2a_server::agent::exec::ExecAgent;
 use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::core::Core;
 use a2a_server::server::{self, BoxError};
@@ -40,8 +41,17 @@ fn init_logging(config: &Config) {
 }
 
 fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
+    if config.agent != AgentKind::Exec && !config.command.is_empty() {
+        config_error(format!("a command after `--` needs --agent exec (the agent is {:?})", config.agent));
+    }
     match config.agent {
         AgentKind::Demo => (Arc::new(DemoAgent), DemoAgent::card()),
+        AgentKind::Exec => {
+            let agent = ExecAgent::new(config.exec_config())
+                .unwrap_or_else(|error| config_error(format!("--agent exec: {error}")));
+            let card = agent.card();
+            (Arc::new(agent), card)
+        }
     }
 }
 
@@ -73,7 +83,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
     let core = Arc::new(Core::new(executor, store, settings));
     let options =
         server::Options { card, http: config.http_settings(), cors_origins: config.cors_origins.clone() };
-    let app = server::app(core, options).await?;
+    let app = server::app(core.clone(), options).await?;
 
     println!(
         "a2a-server listening on {grpc_address} (gRPC lf.a2a.v1.A2AService{}), agent {:?}; card at {}/.well-known/agent-card.json",
@@ -83,9 +93,15 @@ async fn run(config: Config) -> Result<(), BoxError> {
     );
     tracing::info!(%grpc_address, %http_address, agent = ?config.agent, "listening");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let drain = server::Drain {
+        core,
+        health: app.health.clone(),
+        ready: app.ready.clone(),
+        timeout: std::time::Duration::from_secs(config.drain_timeout_secs),
+    };
     tokio::spawn(async move {
         shutdown_signal().await;
-        let _ = stop_tx.send(true);
+        drain.run(stop_tx).await;
     });
     let stopped = move || {
         let mut stop_rx = stop_rx.clone();

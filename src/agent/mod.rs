@@ -2,7 +2,17 @@
 //!
 //! The sink is bounded and feeds the task's actor directly: an agent that produces faster than
 //! the actor can take waits in `send`, so backpressure reaches the agent, never memory.
+//!
+//! The core checks what an agent emits. An event for another task or context, an artifact
+//! without an id or without parts, an invalid state, or a direct message once the task exists
+//! fails the task (FAILED, with a status message saying what was wrong) and drops the
+//! execution; a panic in `execute` fails the task too. Once the task is terminal the sink is
+//! closed: `send` answers [`SinkClosed`], which `?` turns into an error that ends the execution.
+//!
+//! Built-in agents: [`demo`] (deterministic behaviours for trying the protocol) and [`exec`]
+//! (runs a command per task). `examples/shout.rs` builds a server around a custom agent.
 pub mod demo;
+pub mod exec;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -16,15 +26,73 @@ use crate::proto::{
 use crate::task::actor::Command;
 
 /// An agent: turns a user message into task events (or one direct reply).
+///
+/// A counting agent, and a message sent to it through the [`Core`](crate::core::Core) (a
+/// server serves the same core over the wire; see `examples/shout.rs`):
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use a2a_server::agent::{AgentExecutor, EventSink, RequestContext, text_artifact, text_part};
+/// use a2a_server::call::CallContext;
+/// use a2a_server::core::{Core, CoreSettings};
+/// use a2a_server::error::A2aError;
+/// use a2a_server::proto::{Message, Role, SendMessageRequest, TaskState, send_message_response::Payload};
+/// use a2a_server::task::store::{MemoryStore, Retention};
+///
+/// /// Counts the words of each message.
+/// struct WordCount;
+///
+/// #[async_trait::async_trait]
+/// impl AgentExecutor for WordCount {
+///     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+///         events.working(Some("counting")).await?; // the first event creates the task
+///         let words = ctx.text().split_whitespace().count();
+///         events.artifact(text_artifact("count", "word count", &words.to_string())).await?;
+///         events.complete(None).await?;
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), A2aError> {
+/// let store = Arc::new(MemoryStore::new(Retention::default()));
+/// let core = Core::new(Arc::new(WordCount), store, CoreSettings::default());
+/// let message = Message {
+///     message_id: "m-1".into(),
+///     role: Role::User as i32,
+///     parts: vec![text_part("one two three")],
+///     ..Default::default()
+/// };
+/// let request = SendMessageRequest { message: Some(message), ..Default::default() };
+/// let Some(Payload::Task(task)) = core.send_message(&CallContext::default(), request).await?.payload else {
+///     panic!("expected a task");
+/// };
+/// assert_eq!(task.status.unwrap().state, TaskState::Completed as i32);
+/// assert_eq!(task.artifacts[0].parts[0], text_part("3"));
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait AgentExecutor: Send + Sync + 'static {
     /// Handles one user message. The first event decides what the caller gets: a
     /// [`AgentEvent::Message`] is a direct reply and no task is created; anything else creates
     /// (or continues) the task. Returning leaves an interrupted task waiting for the next
-    /// message; returning while the task is still SUBMITTED or WORKING fails it.
+    /// message; returning while the task is still SUBMITTED or WORKING fails it (unless another
+    /// execution of the same task is still running).
+    ///
+    /// Every message runs its own execution: a message on an existing task
+    /// ([`RequestContext::new_task`] false) runs while earlier executions of that task may
+    /// still be running. The caller of a blocking SendMessage gets the task once it is terminal
+    /// or interrupted, or once this execution has returned and the task is waiting again; so
+    /// an execution that hands the message to work started earlier should report the state it
+    /// leads to (e.g. WORKING) before returning.
     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError>;
 
-    /// Called when a client cancels the task, before its running executions are dropped.
+    /// Called when a client cancels the task, before its running executions are dropped; the
+    /// task becomes CANCELED when this returns. Release what the task holds here (the exec
+    /// agent stops its process group). Executions are dropped at an `.await`, so resources
+    /// they own should also clean up on drop.
     async fn cancel(&self, _task_id: &str) {}
 }
 
@@ -58,6 +126,21 @@ impl RequestContext {
         message_text(&self.message)
     }
 
+    /// The task's messages so far, oldest first, this one last.
+    pub fn history(&self) -> &[Message] {
+        &self.task.history
+    }
+
+    /// The tenant the task belongs to (empty when the server is not multi-tenant).
+    pub fn tenant(&self) -> &str {
+        &self.owner.tenant
+    }
+
+    /// The authenticated caller.
+    pub fn principal(&self) -> &str {
+        &self.owner.principal
+    }
+
     /// The task's state when the message arrived.
     pub fn state(&self) -> TaskState {
         crate::task::state_of(self.task.status.as_ref())
@@ -86,7 +169,29 @@ impl From<SinkClosed> for A2aError {
     }
 }
 
-/// Where an execution sends its events. Cheap to clone; bounded.
+/// Where an execution sends its events. Cheap to clone; bounded: when the task's queue is
+/// full, sending waits, so a slow consumer slows the agent down instead of growing memory.
+///
+/// Every helper returns [`SinkClosed`] once the task no longer takes events. Streaming one
+/// artifact in chunks, then finishing:
+///
+/// ```
+/// use a2a_server::agent::{EventSink, SinkClosed, text_artifact};
+///
+/// async fn stream_lines(events: &EventSink, lines: &[&str]) -> Result<(), SinkClosed> {
+///     events.working(None).await?;
+///     for (i, line) in lines.iter().enumerate() {
+///         let chunk = text_artifact("lines", "lines", line);
+///         // The first chunk creates the artifact; later ones append to it.
+///         events.artifact_chunk(chunk, i > 0, i + 1 == lines.len()).await?;
+///     }
+///     events.complete(Some("all lines sent")).await
+/// }
+/// ```
+///
+/// Asking for input instead: `events.input_required(Some("Which city?"))`, after which the
+/// execution returns; the answer arrives as a new execution on the same task. A direct reply
+/// without a task: `events.reply("pong")` as the only event.
 #[derive(Clone)]
 pub struct EventSink {
     task_id: String,

@@ -1,6 +1,6 @@
 //! The task actor: one tokio task per live task, the task's only writer.
 //!
-//! Everything that touches a live task arrives as a [`Command`] on one bounded channel: agent
+//! Everything that touches a live task arrives as a `Command` on one bounded channel: agent
 //! events, subscriptions, snapshots, cancels, follow-up messages, and the end of an agent
 //! execution. Because one loop handles them in order, a subscription is answered with the
 //! snapshot and the log position it reflects in one step: the subscriber gets the Task first

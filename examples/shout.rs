@@ -1,0 +1,49 @@
+//! A custom agent served over every binding: `cargo run --example shout` (`A2A_LISTEN` to move it).
+use std::sync::Arc;
+
+use a2a_server::agent::{AgentExecutor, EventSink, RequestContext, text_artifact};
+use a2a_server::task::store::{MemoryStore, Retention};
+use a2a_server::{card, card::CardFacts, core, error::A2aError, proto::AgentCard, server, server::BoxError};
+use tokio::net::TcpListener;
+
+/// Answers every message with its words in capitals, streamed one word per chunk.
+pub struct Shout;
+
+#[async_trait::async_trait]
+impl AgentExecutor for Shout {
+    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+        events.working(None).await?;
+        let words: Vec<String> = ctx.text().split_whitespace().map(str::to_uppercase).collect();
+        for (i, word) in words.iter().enumerate() {
+            events.artifact_chunk(text_artifact("shout", "shout", word), i > 0, i + 1 == words.len()).await?;
+        }
+        Ok(events.complete(None).await?)
+    }
+}
+
+/// Serves [`Shout`] on `listener` until `stop` resolves.
+pub async fn serve(listener: TcpListener, stop: impl Future<Output = ()> + Send) -> Result<(), BoxError> {
+    let base: AgentCard = serde_json::from_value(serde_json::json!({
+        "name": "shout", "description": "Shouts your words back.", "version": "1.0.0",
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "shout", "name": "Shout", "description": "Capitalises words.", "tags": ["example"]}]
+    }))?;
+    let (addr, settings) = (listener.local_addr()?, core::CoreSettings::default());
+    let (public_url, public_grpc, streaming) =
+        (format!("http://{addr}"), addr.to_string(), settings.streaming);
+    let facts =
+        CardFacts { public_url, public_grpc, streaming, push_notifications: false, extended_card: false };
+    let card = card::build(base, Default::default(), &facts)?;
+    let options = server::Options { card, http: Default::default(), cors_origins: Vec::new() };
+    let store = Arc::new(MemoryStore::new(Retention::default()));
+    let core = Arc::new(core::Core::new(Arc::new(Shout), store, settings));
+    server::serve(listener, server::app(core, options).await?.combined(), stop).await
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let listener =
+        TcpListener::bind(std::env::var("A2A_LISTEN").as_deref().unwrap_or("127.0.0.1:50051")).await?;
+    println!("shout agent listening on {}", listener.local_addr()?);
+    serve(listener, async { tokio::signal::ctrl_c().await.unwrap_or_default() }).await
+}

@@ -1,0 +1,187 @@
+//! The JSON bindings: JSON-RPC 2.0 (`POST /`) and HTTP+JSON (`POST /message:send`,
+//! `GET /tasks/{id}:subscribe`), both ProtoJSON, streams as Server-Sent Events.
+//!
+//! They ride on tonic's `Channel` used as a plain HTTP/2 client (h2c, prior knowledge), which
+//! the server accepts on its one port: no HTTP client crate is needed, and one connection
+//! multiplexes many SSE streams just as it does gRPC streams, so the scenarios open the same
+//! number of connections on every binding. (HTTP/1.1 would need a connection per open stream.)
+use std::collections::VecDeque;
+
+use a2a_server::proto::{SendMessageRequest, SendMessageResponse, StreamResponse};
+use axum::body::{Body as AxumBody, BodyDataStream, Bytes};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use tonic::codegen::Service;
+use tonic::codegen::http::{self, Request, Response, header};
+use tonic::transport::Channel;
+
+use crate::BoxError;
+
+/// Which of the two JSON bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    JsonRpc,
+    Rest,
+}
+
+/// One HTTP/2 connection speaking a JSON binding.
+#[derive(Clone)]
+pub struct JsonConn {
+    pub flavor: Flavor,
+    pub channel: Channel,
+    /// Base URL without a trailing slash.
+    pub base: String,
+}
+
+/// A JSON-RPC response; `id` and `jsonrpc` are not checked (one call per stream).
+#[derive(Deserialize)]
+struct Envelope<T> {
+    result: Option<T>,
+    error: Option<serde_json::Value>,
+}
+
+impl JsonConn {
+    async fn call(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Response<AxumBody>, BoxError> {
+        let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        let body = tonic::body::Body::new(body.map(AxumBody::from).unwrap_or_else(AxumBody::empty));
+        let request = request.body(body)?;
+        let mut channel = self.channel.clone();
+        std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
+        let response = channel.call(request).await?;
+        Ok(response.map(AxumBody::new))
+    }
+
+    fn rpc(method: &str, params: &impl serde::Serialize) -> Result<Vec<u8>, BoxError> {
+        Ok(serde_json::to_vec(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
+        }))?)
+    }
+
+    /// SendMessage.
+    pub async fn send(&self, request: &SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
+        let response = match self.flavor {
+            Flavor::JsonRpc => {
+                self.call(http::Method::POST, "/", Some(Self::rpc("SendMessage", request)?)).await?
+            }
+            Flavor::Rest => {
+                self.call(http::Method::POST, "/message:send", Some(serde_json::to_vec(request)?)).await?
+            }
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
+        self.decode(status, &bytes)
+    }
+
+    /// SubscribeToTask: resolves when the server has sent the response head.
+    pub async fn subscribe(&self, task_id: &str) -> Result<SseStream, BoxError> {
+        let response = match self.flavor {
+            Flavor::JsonRpc => {
+                let body = Self::rpc("SubscribeToTask", &serde_json::json!({ "id": task_id }))?;
+                self.call(http::Method::POST, "/", Some(body)).await?
+            }
+            Flavor::Rest => {
+                self.call(http::Method::GET, &format!("/tasks/{task_id}:subscribe"), None).await?
+            }
+        };
+        let is_sse = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !is_sse {
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await?;
+            return Err(self.error(status, &bytes));
+        }
+        Ok(SseStream {
+            flavor: self.flavor,
+            body: response.into_body().into_data_stream(),
+            buffer: Vec::new(),
+            ready: VecDeque::new(),
+        })
+    }
+
+    fn decode<T: DeserializeOwned>(&self, status: http::StatusCode, bytes: &[u8]) -> Result<T, BoxError> {
+        match self.flavor {
+            Flavor::Rest if status.is_success() => Ok(serde_json::from_slice(bytes)?),
+            Flavor::Rest => Err(self.error(status, bytes)),
+            Flavor::JsonRpc => match serde_json::from_slice::<Envelope<T>>(bytes)? {
+                Envelope { result: Some(result), .. } => Ok(result),
+                Envelope { error, .. } => {
+                    Err(format!("JSON-RPC error: {}", error.unwrap_or_default()).into())
+                }
+            },
+        }
+    }
+
+    fn error(&self, status: http::StatusCode, bytes: &[u8]) -> BoxError {
+        format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(500)])).into()
+    }
+}
+
+/// An SSE response body, parsed into `StreamResponse`s.
+pub struct SseStream {
+    flavor: Flavor,
+    body: BodyDataStream,
+    /// Bytes of an event not yet complete.
+    buffer: Vec<u8>,
+    /// Complete events not yet handed out: (event type, data).
+    ready: VecDeque<(String, String)>,
+}
+
+impl SseStream {
+    /// The next item; `None` once the server ended the stream.
+    pub async fn next(&mut self) -> Result<Option<StreamResponse>, BoxError> {
+        loop {
+            if let Some((kind, data)) = self.ready.pop_front() {
+                if kind == "error" {
+                    return Err(format!("error event: {data}").into());
+                }
+                return Ok(Some(match self.flavor {
+                    Flavor::Rest => serde_json::from_str(&data)?,
+                    Flavor::JsonRpc => match serde_json::from_str::<Envelope<StreamResponse>>(&data)? {
+                        Envelope { result: Some(result), .. } => result,
+                        Envelope { error, .. } => {
+                            return Err(format!("JSON-RPC error event: {}", error.unwrap_or_default()).into());
+                        }
+                    },
+                }));
+            }
+            match self.body.next().await {
+                Some(Ok(chunk)) => self.absorb(&chunk),
+                Some(Err(error)) => return Err(error.into()),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Adds received bytes; every complete event (ended by a blank line) moves to `ready`.
+    /// Comment lines (the keep-alives) and `id:` are dropped; an event without data is skipped.
+    fn absorb(&mut self, chunk: &Bytes) {
+        self.buffer.extend_from_slice(chunk);
+        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+            let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&raw);
+            let (mut kind, mut data) = (String::from("message"), Vec::new());
+            for line in text.lines().map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+                if let Some(value) = line.strip_prefix("data:") {
+                    data.push(value.strip_prefix(' ').unwrap_or(value));
+                } else if let Some(value) = line.strip_prefix("event:") {
+                    kind = value.trim().to_owned();
+                }
+            }
+            if !data.is_empty() {
+                self.ready.push_back((kind, data.join("\n")));
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The memory scenario: the server's resident memory per idle live task and per idle open
+//! subscriber stream, as VmRSS deltas over many of them (read from `/proc/<pid>/status`).
+//!
+//! Phases, on one server process, each measured once RSS has settled:
+//! 0. warm-up (a few tasks and streams opened and closed, every connection open), RSS₀;
+//! 1. M `input` tasks, left INPUT_REQUIRED (live and idle), RSS₁: per task = (RSS₁−RSS₀)/M;
+//! 2. one subscriber on each of them, RSS₂: per task with its stream = (RSS₂−RSS₀)/M, which is
+//!    the shape of the figure in the issue (a bare tonic server: about 9 KiB);
+//! 3. M more subscribers, all on one of those tasks, RSS₃: per stream = (RSS₃−RSS₂)/M.
+//!
+//! Then everything is closed and the tasks are completed, so an external server is left as
+//! it was (apart from M finished tasks in its store).
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::BoxError;
+use crate::driver::{Conn, Target};
+use crate::process::settled_rss_kib;
+use crate::report::{Better, Measured, Metric};
+use crate::scenarios::{attach, finish_idle_task, idle_task};
+
+#[derive(Debug, Clone)]
+pub struct MemoryParams {
+    pub count: usize,
+    pub streams_per_connection: usize,
+    /// Calls in flight while creating and finishing tasks.
+    pub concurrency: usize,
+    pub timeout: Duration,
+}
+
+pub async fn memory(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measured, BoxError> {
+    let m = p.count.max(1);
+    let spc = p.streams_per_connection.max(1);
+    // Every connection is open before RSS₀, so connection buffers do not count as per-stream
+    // memory: phase 2 uses the first half, phase 3 the second.
+    let half = m.div_ceil(spc);
+    let conns = target.connect_many(2 * half).await?;
+    let (spread_conns, one_task_conns) = conns.split_at(half);
+    let started = Instant::now();
+
+    let warm_up = async {
+        let ids = create_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency).await?;
+        drop(attach(&conns, spc, ids.iter().map(String::as_str)).await?);
+        finish_tasks(&conns, &ids, p.concurrency).await
+    };
+    within(p.timeout, "warm-up", warm_up).await?;
+    let rss0 = settled_rss_kib(pid).await?;
+
+    let ids = within(p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    let rss1 = settled_rss_kib(pid).await?;
+
+    let spread =
+        within(p.timeout, "one stream per task", attach(spread_conns, spc, ids.iter().map(String::as_str)))
+            .await?;
+    let rss2 = settled_rss_kib(pid).await?;
+
+    let one = ids[0].as_str();
+    let crowd =
+        within(p.timeout, "streams on one task", attach(one_task_conns, spc, std::iter::repeat_n(one, m)))
+            .await?;
+    let rss3 = settled_rss_kib(pid).await?;
+
+    drop(crowd);
+    drop(spread);
+    within(p.timeout, "finishing tasks", finish_tasks(&conns, &ids, p.concurrency)).await?;
+
+    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    Ok(Measured {
+        metrics: vec![
+            Metric::new("per idle task", "KiB", per(rss0, rss1), Better::Lower),
+            Metric::new("per idle task+stream", "KiB", per(rss0, rss2), Better::Lower),
+            Metric::new("per idle stream", "KiB", per(rss2, rss3), Better::Lower),
+            Metric::new("RSS before", "MiB", rss0 as f64 / 1024.0, Better::Info),
+            Metric::new("RSS at peak", "MiB", rss3 as f64 / 1024.0, Better::Info),
+        ],
+        notes: vec![format!(
+            "memory: M={m}, RSS KiB {rss0} → {rss1} (tasks) → {rss2} (+1 stream each) → {rss3} (+M streams on one \
+             task), {:.1} s",
+            started.elapsed().as_secs_f64()
+        )],
+    })
+}
+
+/// `count` idle INPUT_REQUIRED tasks, created `concurrency` at a time over `conns`.
+async fn create_tasks(conns: &[Conn], count: usize, concurrency: usize) -> Result<Vec<String>, BoxError> {
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let conn = conns[i % conns.len()].clone();
+            async move { idle_task(&conn).await.map(|task| task.id) }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await
+}
+
+/// Completes the tasks, `concurrency` at a time.
+async fn finish_tasks(conns: &[Conn], ids: &[String], concurrency: usize) -> Result<(), BoxError> {
+    futures::stream::iter(ids.iter().enumerate())
+        .map(|(i, id)| {
+            let conn = conns[i % conns.len()].clone();
+            async move { finish_idle_task(&conn, id).await }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await
+}
+
+/// `fut`, or an error naming the phase if it takes longer than `timeout`.
+async fn within<T>(
+    timeout: Duration,
+    what: &str,
+    fut: impl Future<Output = Result<T, BoxError>>,
+) -> Result<T, BoxError> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("memory: {what} took longer than {timeout:?}"))?
+}
