@@ -48,6 +48,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub event_log_capacity: u64,
 
+    /// Bytes of events (encoded) each live task keeps for catch-up; bounds memory when agents
+    /// emit large artifacts.
+    #[arg(long, env = "A2A_EVENT_LOG_BYTES", default_value_t = 16 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub event_log_bytes: u64,
+
     /// Serve the HTTP side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes) on this address
     /// instead of sharing --listen.
     #[arg(long, env = "A2A_HTTP_LISTEN")]
@@ -315,6 +321,7 @@ impl Config {
         };
         CoreSettings {
             event_log_capacity: self.event_log_capacity as usize,
+            event_log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             push_notifications: self.push,
             push,
             ..CoreSettings::default()

@@ -46,6 +46,8 @@ pub struct CoreSettings {
     pub required_extensions: Vec<String>,
     /// Events each task keeps for subscribers that fall behind.
     pub event_log_capacity: usize,
+    /// Encoded bytes of events each task keeps (the newest event is always kept).
+    pub event_log_bytes: usize,
     /// Commands (agent events included) each task queues before senders wait.
     pub task_queue_capacity: usize,
     /// How webhooks are delivered when `push_notifications` is on.
@@ -60,6 +62,7 @@ impl Default for CoreSettings {
             extended_card: None,
             required_extensions: Vec::new(),
             event_log_capacity: 4096,
+            event_log_bytes: 16 * 1024 * 1024,
             task_queue_capacity: 64,
             push: PushSettings::default(),
         }
@@ -89,6 +92,7 @@ impl Core {
             registry: Arc::new(Registry::default()),
             subscribers: Arc::new(SubscriberCount::default()),
             log_capacity: settings.event_log_capacity,
+            log_bytes: settings.event_log_bytes,
             channel_capacity: settings.task_queue_capacity.max(1),
             push,
         });

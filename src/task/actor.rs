@@ -38,6 +38,8 @@ pub struct TaskEnv {
     pub subscribers: Arc<SubscriberCount>,
     /// Events kept per task for subscribers that fall behind.
     pub log_capacity: usize,
+    /// Bytes (encoded) of events kept per task.
+    pub log_bytes: usize,
     /// Commands (agent events included) queued per task before senders wait.
     pub channel_capacity: usize,
     /// Where events go for webhook delivery, when push notifications are on.
@@ -163,7 +165,7 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
     };
 
     let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx: tx.clone() };
-    let log = Arc::new(EventLog::new(task.id.clone(), env.log_capacity));
+    let log = Arc::new(EventLog::new(task.id.clone(), env.log_capacity, env.log_bytes));
     let (done_tx, done) = oneshot::channel();
     let subscription =
         Subscription { snapshot: task.clone(), feed: Feed::new(log.clone(), 0, env.subscribers.clone()) };
@@ -174,7 +176,7 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
         log,
         executions: HashMap::from([(0, Execution { abort: execution, _done: done_tx })]),
         next_exec: 1,
-        dirty: true,
+        dirty: Dirty::State,
         finished: false,
         env: env.clone(),
     };
@@ -224,6 +226,19 @@ struct Execution {
     _done: oneshot::Sender<()>,
 }
 
+/// Artifact-only changes reach the store at most this late (state changes at once).
+const ARTIFACT_PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// What the store has not seen yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dirty {
+    Clean,
+    /// Only artifacts changed, since this moment.
+    Artifacts(std::time::Instant),
+    /// The status, the history or the task's existence changed.
+    State,
+}
+
 struct TaskActor {
     task: Task,
     handle: TaskHandle,
@@ -231,8 +246,8 @@ struct TaskActor {
     log: Arc<EventLog>,
     executions: HashMap<u64, Execution>,
     next_exec: u64,
-    /// The store is behind the actor's state.
-    dirty: bool,
+    /// How far the store is behind the actor's state.
+    dirty: Dirty,
     /// The task reached a terminal state.
     finished: bool,
     env: Arc<TaskEnv>,
@@ -243,21 +258,17 @@ impl TaskActor {
         self.persist().await;
         self.on_agent_event(first);
         while !self.finished {
-            // Persist once the queue drains, so a burst of events costs one store write.
             let command = match self.rx.try_recv() {
                 Ok(command) => command,
-                Err(_) => {
-                    self.persist().await;
-                    match self.rx.recv().await {
-                        Some(command) => command,
-                        None => break,
-                    }
-                }
+                Err(_) => match self.idle().await {
+                    Some(command) => command,
+                    None => break,
+                },
             };
             self.handle(command).await;
         }
         self.log.close();
-        self.dirty = true;
+        self.dirty = Dirty::State;
         self.persist().await;
         self.env.registry.remove(&self.task.id);
         let state = state_of(self.task.status.as_ref());
@@ -298,12 +309,32 @@ impl TaskActor {
         }
     }
 
+    /// Waits for the next command once the queue is empty, persisting meanwhile: state changes
+    /// at once (a burst costs one write), artifact-only changes at most every
+    /// [`ARTIFACT_PERSIST_DELAY`] (a long stream of chunks would otherwise copy the growing task
+    /// into the store once per chunk).
+    async fn idle(&mut self) -> Option<Command> {
+        loop {
+            match self.dirty {
+                Dirty::Clean => return self.rx.recv().await,
+                Dirty::State => self.persist().await,
+                Dirty::Artifacts(since) => {
+                    let deadline = tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY);
+                    tokio::select! {
+                        command = self.rx.recv() => return command,
+                        _ = tokio::time::sleep_until(deadline) => self.persist().await,
+                    }
+                }
+            }
+        }
+    }
+
     async fn persist(&mut self) {
-        if !self.dirty {
+        if self.dirty == Dirty::Clean {
             return;
         }
         match self.env.store.save(&self.handle.owner, &self.task).await {
-            Ok(()) => self.dirty = false,
+            Ok(()) => self.dirty = Dirty::Clean,
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")
             }
@@ -320,7 +351,7 @@ impl TaskActor {
         }
         message.context_id = self.task.context_id.clone();
         self.task.history.push(message.clone());
-        self.dirty = true;
+        self.dirty = Dirty::State;
         let ctx = RequestContext {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
@@ -473,7 +504,11 @@ impl TaskActor {
     }
 
     fn publish(&mut self, payload: Payload) {
-        self.dirty = true;
+        self.dirty = match (&payload, self.dirty) {
+            (Payload::ArtifactUpdate(_), Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
+            (Payload::ArtifactUpdate(_), dirty) => dirty,
+            _ => Dirty::State,
+        };
         metrics::counter!("a2a_events_total").increment(1);
         let event = self.log.append(StreamResponse { payload: Some(payload) });
         if let Some(push) = &self.env.push {

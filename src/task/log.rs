@@ -57,6 +57,8 @@ impl TaskEvent {
 
 struct Ring {
     events: VecDeque<Arc<TaskEvent>>,
+    /// Encoded size of `events`.
+    bytes: usize,
     /// Sequence number of the newest event (0 before the first).
     last_seq: u64,
     /// Set after the final event: readers that reach the end stop.
@@ -67,18 +69,22 @@ struct Ring {
 pub struct EventLog {
     task_id: String,
     capacity: usize,
+    max_bytes: usize,
     ring: RwLock<Ring>,
     head: watch::Sender<u64>,
 }
 
 impl EventLog {
-    /// An empty log keeping at most `capacity` events.
-    pub fn new(task_id: String, capacity: usize) -> Self {
+    /// An empty log keeping at most `capacity` events and about `max_bytes` of them (by
+    /// encoded size; the newest event is always kept), so that a task emitting large artifacts
+    /// cannot hold `capacity` times its largest event.
+    pub fn new(task_id: String, capacity: usize, max_bytes: usize) -> Self {
         let (head, _) = watch::channel(0);
         Self {
             task_id,
             capacity: capacity.max(1),
-            ring: RwLock::new(Ring { events: VecDeque::new(), last_seq: 0, closed: false }),
+            max_bytes,
+            ring: RwLock::new(Ring { events: VecDeque::new(), bytes: 0, last_seq: 0, closed: false }),
             head,
         }
     }
@@ -88,11 +94,16 @@ impl EventLog {
         let event = {
             let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             ring.last_seq += 1;
+            let size = prost::Message::encoded_len(&response);
             let event = Arc::new(TaskEvent::new(ring.last_seq, response));
-            if ring.events.len() == self.capacity {
-                ring.events.pop_front();
-            }
             ring.events.push_back(event.clone());
+            ring.bytes += size;
+            while ring.events.len() > self.capacity || (ring.bytes > self.max_bytes && ring.events.len() > 1)
+            {
+                if let Some(oldest) = ring.events.pop_front() {
+                    ring.bytes -= prost::Message::encoded_len(&oldest.response);
+                }
+            }
             event
         };
         self.head.send_replace(event.seq);
@@ -243,7 +254,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_feed_yields_every_event_after_its_cursor_then_ends() {
-        let log = Arc::new(EventLog::new("t".into(), 16));
+        let log = Arc::new(EventLog::new("t".into(), 16, usize::MAX));
         let count = Arc::new(SubscriberCount::default());
         log.append(status(TaskState::Working));
         let mut feed = Feed::new(log.clone(), log.last_seq(), count.clone());
@@ -261,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_feed_behind_the_ring_gets_an_explicit_lag_error() {
-        let log = Arc::new(EventLog::new("t".into(), 4));
+        let log = Arc::new(EventLog::new("t".into(), 4, usize::MAX));
         let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
         for _ in 0..10 {
             log.append(chunk());
@@ -275,12 +286,30 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_feed_wakes_on_append() {
-        let log = Arc::new(EventLog::new("t".into(), 4));
+        let log = Arc::new(EventLog::new("t".into(), 4, usize::MAX));
         let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
         let reader = tokio::spawn(async move { feed.next().await.map(|e| e.map(|e| e.seq)) });
         tokio::task::yield_now().await;
         log.append(chunk());
         assert_eq!(reader.await.unwrap(), Some(Ok(1)));
+    }
+
+    #[tokio::test]
+    async fn the_byte_budget_bounds_the_log_but_keeps_the_newest_event() {
+        let budget = 3 * prost::Message::encoded_len(&status(TaskState::Working));
+        let log = Arc::new(EventLog::new("t".into(), 1000, budget));
+        let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
+        for _ in 0..10 {
+            log.append(status(TaskState::Working));
+        }
+        match feed.next().await {
+            Some(Err(A2aError::SubscriberLagged { missed, .. })) => assert_eq!(missed, 7, "3 events fit"),
+            other => panic!("expected a lag error, got {other:?}"),
+        }
+        let tiny = Arc::new(EventLog::new("t".into(), 1000, 1));
+        tiny.append(status(TaskState::Working));
+        let mut feed = Feed::new(tiny.clone(), 0, Arc::new(SubscriberCount::default()));
+        assert_eq!(feed.next().await.unwrap().unwrap().seq, 1, "the newest event always stays");
     }
 
     #[test]
