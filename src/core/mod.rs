@@ -278,13 +278,7 @@ impl Core {
         call: &CallContext,
         config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
-        self.admit(call)?;
-        self.require_push()?;
-        let mut v = Violations::default();
-        v.require_id("taskId", &config.task_id);
-        v.into_result()?;
-        let owner = call.owner(&config.tenant);
-        self.require_task(&owner, &config.task_id).await?;
+        let owner = self.push_scope(call, &config.tenant, &config.task_id, None).await?;
         self.register_push_config(&owner, config).await
     }
 
@@ -308,14 +302,7 @@ impl Core {
         call: &CallContext,
         request: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
-        self.admit(call)?;
-        self.require_push()?;
-        let mut v = Violations::default();
-        v.require_id("taskId", &request.task_id);
-        v.require_id("id", &request.id);
-        v.into_result()?;
-        let owner = call.owner(&request.tenant);
-        self.require_task(&owner, &request.task_id).await?;
+        let owner = self.push_scope(call, &request.tenant, &request.task_id, Some(&request.id)).await?;
         let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
         configs
             .into_iter()
@@ -329,22 +316,16 @@ impl Core {
         call: &CallContext,
         request: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2aError> {
-        self.admit(call)?;
-        self.require_push()?;
-        let mut v = Violations::default();
-        v.require_id("taskId", &request.task_id);
+        let owner = self.push_scope(call, &request.tenant, &request.task_id, None).await?;
         if !(0..=100).contains(&request.page_size) {
-            v.add("pageSize", "must be between 1 and 100");
+            return Err(A2aError::invalid_field("pageSize", "must be between 1 and 100"));
         }
-        v.into_result()?;
         let start = match request.page_token.as_str() {
             "" => 0,
             token => token.parse::<usize>().map_err(|_| {
                 A2aError::invalid_field("pageToken", "not a page token issued by this server")
             })?,
         };
-        let owner = call.owner(&request.tenant);
-        self.require_task(&owner, &request.task_id).await?;
         let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
         let page_size = if request.page_size == 0 { 50 } else { request.page_size as usize };
         let end = (start + page_size).min(configs.len());
@@ -359,19 +340,32 @@ impl Core {
         call: &CallContext,
         request: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2aError> {
-        self.admit(call)?;
-        self.require_push()?;
-        let mut v = Violations::default();
-        v.require_id("taskId", &request.task_id);
-        v.require_id("id", &request.id);
-        v.into_result()?;
-        let owner = call.owner(&request.tenant);
-        self.require_task(&owner, &request.task_id).await?;
+        let owner = self.push_scope(call, &request.tenant, &request.task_id, Some(&request.id)).await?;
         self.env.store.delete_push_config(&owner, &request.task_id, &request.id).await
     }
 
-    fn require_push(&self) -> Result<(), A2aError> {
-        if self.settings.push_notifications { Ok(()) } else { Err(A2aError::PushNotificationNotSupported) }
+    /// The checks every push-config call starts with: admitted, push on, ids present, and the
+    /// task visible to the caller. The caller's owner.
+    async fn push_scope(
+        &self,
+        call: &CallContext,
+        tenant: &str,
+        task_id: &str,
+        config_id: Option<&str>,
+    ) -> Result<Owner, A2aError> {
+        self.admit(call)?;
+        if !self.settings.push_notifications {
+            return Err(A2aError::PushNotificationNotSupported);
+        }
+        let mut v = Violations::default();
+        v.require_id("taskId", task_id);
+        if let Some(id) = config_id {
+            v.require_id("id", id);
+        }
+        v.into_result()?;
+        let owner = call.owner(tenant);
+        self.require_task(&owner, task_id).await?;
+        Ok(owner)
     }
 
     /// Fails with TaskNotFound unless `owner` has the task (live or stored).

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::{Core, EventStream, finished, state_name, validate};
 use crate::agent::RequestContext;
@@ -159,12 +159,41 @@ fn turn_stream(
     history_length: Option<i32>,
     shutdown: Option<watch::Receiver<bool>>,
 ) -> EventStream {
-    let Turn { subscription: Subscription { mut snapshot, mut feed }, mut done } = *turn;
+    let Turn { subscription, done } = *turn;
+    follow(subscription, history_length, shutdown, Some(done))
+}
+
+/// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
+pub(super) fn subscription_stream(
+    subscription: Subscription,
+    shutdown: watch::Receiver<bool>,
+) -> EventStream {
+    follow(subscription, None, Some(shutdown), None)
+}
+
+/// Yields the snapshot, then the feed's events. A subscription (no `done`) ends after the
+/// terminal event; a turn (with `done`) also ends at an interrupted state, or when its
+/// execution is over while the task waits. Draining ends it with UNAVAILABLE.
+fn follow(
+    subscription: Subscription,
+    history_length: Option<i32>,
+    shutdown: Option<watch::Receiver<bool>>,
+    done: Option<oneshot::Receiver<()>>,
+) -> EventStream {
+    let Subscription { mut snapshot, mut feed } = subscription;
+    let turn = done.is_some();
+    // A subscription has no execution to wait for: a receiver whose sender never fires.
+    let (never, unused) = oneshot::channel();
+    let (mut done, mut waiting) = match done {
+        Some(done) => (done, true),
+        None => (unused, false),
+    };
+    let ends_at = move |state: TaskState| is_terminal(state) || (turn && is_interrupted(state));
     async_stream::stream! {
         let mut state = state_of(snapshot.status.as_ref());
         trim_history(&mut snapshot, history_length);
         yield Ok(snapshot_event(snapshot, feed.cursor()));
-        let mut execution_done = false;
+        let _never = never;
         let mut draining = shutdown;
         loop {
             tokio::select! {
@@ -175,56 +204,27 @@ fn turn_stream(
                 }
                 next = feed.next() => match next {
                     None => break,
-                    Some(Err(error)) => { yield Err(error); break; }
+                    Some(Err(error)) => {
+                        yield Err(error);
+                        break;
+                    }
                     Some(Ok(event)) => {
                         let new_state = event.state();
                         yield Ok(event);
                         if let Some(new_state) = new_state {
                             state = new_state;
-                            if is_terminal(state) || is_interrupted(state) {
+                            if ends_at(state) {
                                 break;
                             }
                         }
                     }
                 },
-                _ = &mut done, if !execution_done => {
-                    execution_done = true;
-                    if is_terminal(state) || is_interrupted(state) {
+                _ = &mut done, if waiting => {
+                    waiting = false;
+                    if ends_at(state) {
                         break;
                     }
                 }
-            }
-        }
-    }
-    .boxed()
-}
-
-/// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
-pub(super) fn subscription_stream(
-    subscription: Subscription,
-    shutdown: watch::Receiver<bool>,
-) -> EventStream {
-    let Subscription { snapshot, mut feed } = subscription;
-    async_stream::stream! {
-        yield Ok(snapshot_event(snapshot, feed.cursor()));
-        let mut draining = Some(shutdown);
-        loop {
-            tokio::select! {
-                biased;
-                _ = drained(&mut draining) => {
-                    yield Err(shutting_down());
-                    break;
-                }
-                next = feed.next() => match next {
-                    None => break,
-                    Some(next) => {
-                        let stop = next.is_err();
-                        yield next;
-                        if stop {
-                            break;
-                        }
-                    }
-                },
             }
         }
     }
