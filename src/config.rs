@@ -297,7 +297,10 @@ impl Config {
 
     /// HTTP settings.
     pub fn http_settings(&self) -> HttpSettings {
-        HttpSettings { sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs) }
+        HttpSettings {
+            sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs),
+            base_path: self.public_url.as_deref().map(HttpSettings::base_path_of).unwrap_or_default(),
+        }
     }
 
     /// The retention of finished tasks.

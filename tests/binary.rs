@@ -125,3 +125,37 @@ fn a_bad_card_file_names_the_field() {
     assert!(stderr.contains("not JSON"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_public_url_path_is_served_with_and_without_the_prefix() {
+    let (_process, address, _) =
+        start(&["--listen", "127.0.0.1:0", "--public-url", "https://agents.example.com/a2a"]);
+    let http = reqwest::Client::new();
+    let card: serde_json::Value = http
+        .get(format!("http://{address}/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["supportedInterfaces"][1]["url"], "https://agents.example.com/a2a/");
+    assert_eq!(card["supportedInterfaces"][2]["url"], "https://agents.example.com/a2a");
+    let rpc = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+    for path in ["/", "/a2a", "/a2a/"] {
+        let body: serde_json::Value = http
+            .post(format!("http://{address}{path}"))
+            .json(&rpc)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(body["result"]["totalSize"], 0, "JSON-RPC at {path}");
+    }
+    for path in ["/tasks", "/a2a/tasks", "/a2a/acme/tasks", "/acme/tasks"] {
+        let response = http.get(format!("http://{address}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 200, "REST at {path}");
+    }
+}

@@ -23,11 +23,21 @@ pub const A2A_JSON: &str = "application/a2a+json";
 pub struct HttpSettings {
     /// How often an idle SSE stream gets a keep-alive comment.
     pub sse_keep_alive: Duration,
+    /// The path of the public URL (e.g. `/a2a`), empty for the root. The bindings are served
+    /// both at the root and under it, so a proxy may forward the path as it is or strip it.
+    pub base_path: String,
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        Self { sse_keep_alive: Duration::from_secs(15) }
+        Self { sse_keep_alive: Duration::from_secs(15), base_path: String::new() }
+    }
+}
+
+impl HttpSettings {
+    /// The base path of a public URL: its path without the trailing slash (empty for `/`).
+    pub fn base_path_of(public_url: &str) -> String {
+        url::Url::parse(public_url).map(|url| url.path().trim_end_matches('/').to_owned()).unwrap_or_default()
     }
 }
 
@@ -49,7 +59,12 @@ pub struct HttpState {
 /// a router pattern cannot express), through the fallback the caller installs with
 /// [`rest::handle`].
 pub fn router(state: HttpState) -> axum::Router {
-    axum::Router::new()
+    let mut router = axum::Router::new();
+    let base = state.settings.base_path.clone();
+    if !base.is_empty() {
+        router = router.route(&base, post(jsonrpc::handle)).route(&format!("{base}/"), post(jsonrpc::handle));
+    }
+    router
         .route("/", post(jsonrpc::handle))
         .route("/.well-known/agent-card.json", get(super::card::handle))
         .route("/healthz", get(|| async { "ok\n" }))

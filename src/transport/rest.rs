@@ -109,7 +109,12 @@ fn resolve(method: &Method, path: &str) -> Result<(Route, Option<String>), Miss>
 pub async fn handle(state: HttpState, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let a2a_json = http::wants_a2a_json(&parts.headers);
-    let (route, tenant) = match resolve(&parts.method, parts.uri.path()) {
+    let base = state.settings.base_path.as_str();
+    let path = match parts.uri.path().strip_prefix(base) {
+        Some(rest) if !base.is_empty() && rest.starts_with('/') => rest,
+        _ => parts.uri.path(),
+    };
+    let (route, tenant) = match resolve(&parts.method, path) {
         Ok(found) => found,
         Err(Miss::NotFound) => {
             let error =
