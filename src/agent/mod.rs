@@ -23,7 +23,7 @@ use crate::proto::{
     Artifact, Message, Part, Role, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent, part,
 };
-use crate::task::actor::Command;
+use crate::task::handle::Command;
 
 /// An agent: turns a user message into task events (or one direct reply).
 ///

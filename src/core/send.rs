@@ -13,7 +13,8 @@ use crate::proto::{
     Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
-use crate::task::actor::{FollowUp, Started, Subscription, Turn, start_task};
+use crate::task::actor::start_task;
+use crate::task::handle::{FollowUp, Started, Subscription, Turn};
 use crate::task::log::TaskEvent;
 use crate::task::view::trim_history;
 use crate::task::{is_interrupted, is_terminal, now, state_of};

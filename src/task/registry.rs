@@ -2,7 +2,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use super::actor::TaskHandle;
+use super::handle::TaskHandle;
 use crate::call::Owner;
 
 /// Live (non-terminal) tasks. An actor registers itself when it starts and removes itself after

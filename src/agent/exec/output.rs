@@ -272,7 +272,7 @@ mod tests {
     use super::*;
     use crate::agent::AgentEvent;
     use crate::proto::{TaskArtifactUpdateEvent, part};
-    use crate::task::actor::Command;
+    use crate::task::handle::Command;
     use tokio::sync::mpsc;
 
     async fn pieces(input: &[u8], max: usize) -> Vec<Piece> {

@@ -1,0 +1,107 @@
+//! How the rest of the server talks to a task's actor: the commands it takes, the cloneable
+//! handle that sends them, and what subscribing or sending a message gives back.
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::log::Feed;
+use crate::agent::AgentEvent;
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::{Message, Task};
+
+/// A message to an actor. Large payloads are boxed so that the channel's slots stay small:
+/// an idle task's memory is dominated by its channel.
+pub(crate) enum Command {
+    Agent(Box<AgentEvent>),
+    ExecutionFinished { exec: u64, result: Result<(), Box<A2aError>> },
+    Subscribe { reply: oneshot::Sender<Subscription> },
+    Snapshot { reply: oneshot::Sender<Task> },
+    Cancel { reply: oneshot::Sender<Task> },
+    Message { turn: Box<FollowUp>, reply: oneshot::Sender<Result<Turn, A2aError>> },
+}
+
+/// A follow-up user message and what the executor needs to know about its call.
+pub(crate) struct FollowUp {
+    pub message: Message,
+    pub extensions: Vec<String>,
+    pub metadata: Option<pbjson_types::Struct>,
+    pub accepted_output_modes: Vec<String>,
+}
+
+/// A subscriber's start: the task as of some sequence number, and every event after it.
+pub struct Subscription {
+    /// The task at the moment of subscribing.
+    pub snapshot: Task,
+    /// The events after the snapshot, ending after the terminal event.
+    pub feed: Feed,
+}
+
+/// What a caller gets when its message starts an execution on a task.
+pub struct Turn {
+    /// The task right after the message was recorded, and every event after that.
+    pub subscription: Subscription,
+    /// Resolves (with an error: the sender is dropped) once the execution has finished and
+    /// all its events are applied.
+    pub done: oneshot::Receiver<()>,
+}
+
+/// The outcome of a message that starts a new task.
+pub enum Started {
+    /// The agent answered with a direct message; no task exists.
+    Message(Message),
+    /// The task exists and is live.
+    Task {
+        /// Its actor.
+        handle: TaskHandle,
+        /// The caller's view of it, from before the agent's first event.
+        turn: Box<Turn>,
+    },
+}
+
+/// A cheap, cloneable reference to a live task's actor. Every method returns `None` when the
+/// actor has finished meanwhile; the caller then reads the store, which by then holds the
+/// task's final state.
+#[derive(Clone)]
+pub struct TaskHandle {
+    pub(super) id: Arc<str>,
+    pub(super) owner: Arc<Owner>,
+    pub(super) tx: mpsc::Sender<Command>,
+}
+
+impl TaskHandle {
+    /// The task id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Who the task belongs to.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
+        let (reply, response) = oneshot::channel();
+        self.tx.send(command(reply)).await.ok()?;
+        response.await.ok()
+    }
+
+    /// The task now, with the feed of everything after.
+    pub async fn subscribe(&self) -> Option<Subscription> {
+        self.ask(|reply| Command::Subscribe { reply }).await
+    }
+
+    /// The task now.
+    pub async fn snapshot(&self) -> Option<Task> {
+        self.ask(|reply| Command::Snapshot { reply }).await
+    }
+
+    /// Cancels the task; the CANCELED task.
+    pub async fn cancel(&self) -> Option<Task> {
+        self.ask(|reply| Command::Cancel { reply }).await
+    }
+
+    pub(crate) async fn send_message(&self, turn: FollowUp) -> Option<Result<Turn, A2aError>> {
+        self.ask(|reply| Command::Message { turn: Box::new(turn), reply }).await
+    }
+}
