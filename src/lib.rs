@@ -5,12 +5,15 @@
 //! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire.
 //!
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
-//! - [`transport`]: the wire bindings (gRPC), thin shims over the core.
+//! - [`transport`]: the wire bindings (gRPC and grpc-web, JSON-RPC 2.0, HTTP+JSON with SSE) and
+//!   the Agent Card, thin shims over the core.
+//! - [`card`]: building and validating the Agent Card from flags or a file.
 //! - [`core`]: the A2A operations, transport-neutral; validates and scopes every call.
-//! - [`task`]: the per-task actor (the task's only writer), its sequenced event log (the
-//!   fan-out to subscribers), the registry of live tasks and the task store.
+//! - [`task`]: the per-task actor (the task's only writer) and the handle that reaches it, its
+//!   sequenced event log (the fan-out to subscribers), the registry of live tasks and the task
+//!   store.
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
-//!   built-in demo agent.
+//!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
