@@ -258,3 +258,26 @@ async fn http2_prior_knowledge_works_too() {
     assert_eq!(response.version(), reqwest::Version::HTTP_2);
     assert_eq!(response.status(), 200);
 }
+
+#[tokio::test]
+async fn idle_sse_streams_get_keep_alive_comments() {
+    use futures::StreamExt;
+    let http = a2a_server::transport::http::HttpSettings {
+        sse_keep_alive: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    let agent = std::sync::Arc::new(a2a_server::agent::demo::DemoAgent);
+    let server = TestServer::start_http(agent, Default::default(), Vec::new(), http).await;
+    let rest = Rest::new(&server);
+    let idle = rest.send("", "input").await;
+    let response = rest.get(&format!("/tasks/{}:subscribe", id_of(&idle))).await;
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    // The snapshot, then nothing happens on the task: only keep-alive comments arrive.
+    while !seen.lines().any(|line| line.starts_with(':')) {
+        let chunk =
+            tokio::time::timeout(PATIENCE, body.next()).await.expect("a keep-alive").unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.starts_with("id: 1\ndata: {\"task\""), "the snapshot at sequence 1 first: {seen}");
+}

@@ -49,6 +49,16 @@ impl TestServer {
         settings: CoreSettings,
         cors_origins: Vec<String>,
     ) -> Self {
+        Self::start_http(agent, settings, cors_origins, HttpSettings::default()).await
+    }
+
+    /// [`Self::start_full`] with HTTP settings of its own.
+    pub async fn start_http(
+        agent: Arc<dyn AgentExecutor>,
+        settings: CoreSettings,
+        cors_origins: Vec<String>,
+        http: HttpSettings,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let facts = CardFacts {
@@ -61,7 +71,7 @@ impl TestServer {
         let card = card::build(DemoAgent::card(), Default::default(), &facts).expect("card");
         let store = Arc::new(MemoryStore::new(Retention::default()));
         let core = Arc::new(Core::new(agent, store, settings));
-        let options = server::Options { card, http: HttpSettings::default(), cors_origins };
+        let options = server::Options { card, http, cors_origins };
         let app = server::app(core.clone(), options).await.expect("app");
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(server::serve(listener, app.combined(), async {
