@@ -13,6 +13,11 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+/// The server allocates per call and per event; mimalloc's thread-local free lists cut the
+/// allocator's share of CPU time (about a quarter of it with glibc's, in profiles).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let config = Config::parse();

@@ -97,7 +97,7 @@ fn track_state(from: TaskState, to: TaskState) {
     if from == to {
         return;
     }
-    if from != TaskState::Unspecified {
+    if from != TaskState::Unspecified && !is_terminal(from) {
         metrics::gauge!("a2a_tasks", "state" => from.as_str_name()).decrement(1.0);
     }
     if to != TaskState::Unspecified && !is_terminal(to) {

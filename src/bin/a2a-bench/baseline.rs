@@ -23,7 +23,7 @@
 //! encoder, not encode-once tricks.
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use a2a_server::proto::a2a_service_server::{A2aService, A2aServiceServer};
@@ -69,24 +69,25 @@ struct Live {
 
 /// Every event of a task since its first subscription, and the count of them, watched.
 struct Events {
-    list: Mutex<Vec<Arc<StreamResponse>>>,
+    /// Read-locked by every subscriber, so they copy out in parallel.
+    list: RwLock<Vec<Arc<StreamResponse>>>,
     len: watch::Sender<usize>,
 }
 
 impl Events {
     fn new() -> Self {
-        Self { list: Mutex::new(Vec::new()), len: watch::channel(0).0 }
+        Self { list: RwLock::new(Vec::new()), len: watch::channel(0).0 }
     }
 
     fn push(&self, event: StreamResponse) {
-        let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list = self.list.write().unwrap_or_else(|e| e.into_inner());
         list.push(Arc::new(event));
         self.len.send_replace(list.len());
     }
 
     /// Up to [`BATCH`] events from `from` on.
     fn read(&self, from: usize) -> Vec<Arc<StreamResponse>> {
-        let list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        let list = self.list.read().unwrap_or_else(|e| e.into_inner());
         list.get(from..).unwrap_or_default().iter().take(BATCH).cloned().collect()
     }
 }

@@ -13,166 +13,34 @@
 //! PID). The fan-out, first-event and memory scenarios rely on the demo agent's `input` and
 //! `stream E MS [WAIT]` behaviours, so another server must host an agent that behaves alike.
 //!
-//! Layout: [`driver`] (the bindings), [`scenarios`] and [`memory`] (what is measured),
+//! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`] and [`memory`] (what is measured),
 //! [`baseline`] (the comparison server), [`process`] (child servers, RSS), [`report`] (table,
 //! JSON).
 mod baseline;
+mod cli;
 mod driver;
+mod fanout;
 mod memory;
 mod process;
+mod push;
 mod report;
 mod scenarios;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
 
+use cli::{Args, Command, Plan, Scenario};
 use driver::{Binding, Target};
+use fanout::FanoutMethod;
 use process::ServerProcess;
 use report::{Document, Machine, Measured, Row};
-use scenarios::{FanoutMethod, FanoutParams, FirstEventParams, Stop, UnaryParams};
+use scenarios::Stop;
 
 /// Errors end a scenario (or the run) with a message; nothing here is worth a type of its own.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// a2a-bench: benchmark an A2A v1.0 endpoint against a bare tonic server.
-#[derive(Debug, Parser)]
-#[command(name = "a2a-bench", version, about)]
-struct Args {
-    #[command(subcommand)]
-    command: Option<Command>,
-
-    /// Protocol binding to drive.
-    #[arg(long, value_enum, default_value_t = Binding::Grpc)]
-    binding: Binding,
-
-    /// Endpoint to benchmark (ignored with --spawn-server).
-    #[arg(long, default_value = "http://127.0.0.1:50051")]
-    url: String,
-
-    /// Start this a2a-server binary on 127.0.0.1 (a free port) for the run and stop it after.
-    #[arg(long, value_name = "PATH")]
-    spawn_server: Option<PathBuf>,
-
-    /// Extra argument for the spawned server (repeatable), e.g. --server-arg=--event-log-capacity=8192.
-    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
-    server_args: Vec<String>,
-
-    /// PID of an external server at --url, for the memory scenario.
-    #[arg(long, value_name = "PID", conflicts_with = "spawn_server")]
-    server_pid: Option<u32>,
-
-    /// Also measure a bare tonic server doing the same wire work, and print ours/baseline ratios.
-    #[arg(long)]
-    baseline: bool,
-
-    /// Run the baseline inside this process instead of a child process (no baseline memory rows;
-    /// the baseline then shares the client's runtime and threads).
-    #[arg(long, requires = "baseline")]
-    baseline_in_process: bool,
-
-    /// Scenarios to run, comma-separated [default: all].
-    #[arg(long, value_enum, value_delimiter = ',')]
-    scenarios: Vec<Scenario>,
-
-    /// A smoke run in a few seconds: tiny sizes, for CI (no thresholds are checked anywhere).
-    #[arg(long)]
-    quick: bool,
-
-    /// Also write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-
-    /// unary: calls in flight [default: 32; quick: 4].
-    #[arg(long)]
-    concurrency: Option<usize>,
-
-    /// unary: measured seconds [default: 5; quick: 0.5].
-    #[arg(long)]
-    duration_secs: Option<f64>,
-
-    /// unary: measure this many calls instead of a duration.
-    #[arg(long, conflicts_with = "duration_secs")]
-    requests: Option<u64>,
-
-    /// unary: unmeasured warm-up seconds before [default: 1; quick: 0.1].
-    #[arg(long)]
-    warmup_secs: Option<f64>,
-
-    /// unary: connections the workers share.
-    #[arg(long, default_value_t = 1)]
-    unary_connections: usize,
-
-    /// unary: the message text (the demo agent echoes anything that is not a command).
-    #[arg(long, default_value = "hi")]
-    text: String,
-
-    /// fan-out: subscriber counts, one group of rows each [default: 100,1000; quick: 10].
-    #[arg(long, value_delimiter = ',')]
-    subscribers: Vec<usize>,
-
-    /// fan-out: chunks in the burst [default: 2000; quick: 50].
-    #[arg(long)]
-    events: Option<u64>,
-
-    /// fan-out: how the subscribers get attached before the burst.
-    #[arg(long, value_enum, default_value_t = FanoutMethod::Input)]
-    fanout_method: FanoutMethod,
-
-    /// fan-out with --fanout-method wait: the first WAIT (ms) to try.
-    #[arg(long, default_value_t = 1000)]
-    wait_ms: u64,
-
-    /// first-event: subscribers attached while sampling [default: 1000; quick: 10].
-    #[arg(long)]
-    first_event_subscribers: Option<usize>,
-
-    /// first-event: samples [default: 1000; quick: 50].
-    #[arg(long)]
-    first_event_samples: Option<usize>,
-
-    /// memory: tasks and streams to open per phase [default: 10000; quick: 200].
-    #[arg(long)]
-    memory_count: Option<usize>,
-
-    /// Streams per connection when many are open (servers cap them per HTTP/2 connection).
-    #[arg(long, default_value_t = 1000)]
-    streams_per_connection: usize,
-
-    /// Worker threads of the client runtime [default: the number of CPUs].
-    #[arg(long)]
-    client_threads: Option<usize>,
-
-    /// Run each scenario this many times, alternating our server and the baseline, and report
-    /// the median of each metric (on a noisy machine, 3 or 5).
-    #[arg(long, default_value_t = 1)]
-    repeat: usize,
-
-    /// Limit on each phase of a scenario, in seconds.
-    #[arg(long, default_value_t = 120)]
-    timeout_secs: u64,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve the baseline (used by --baseline to get a process of its own).
-    #[command(hide = true)]
-    BaselineServer {
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: SocketAddr,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Scenario {
-    Unary,
-    FanOut,
-    FirstEvent,
-    Memory,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -256,73 +124,6 @@ impl Server {
     }
 }
 
-/// Everything the scenarios need, with --quick and the defaults resolved.
-struct Plan {
-    scenarios: Vec<Scenario>,
-    unary: UnaryParams,
-    fanout: Vec<FanoutParams>,
-    first_event: FirstEventParams,
-    memory: memory::MemoryParams,
-}
-
-impl Plan {
-    fn from(args: &Args) -> Self {
-        let q = args.quick;
-        fn choose<T>(quick: bool, small: T, full: T) -> T {
-            if quick { small } else { full }
-        }
-        let timeout = Duration::from_secs(args.timeout_secs.max(1));
-        let spc = args.streams_per_connection.max(1);
-        let stop = match (args.requests, args.duration_secs) {
-            (Some(n), _) => Stop::Requests(n),
-            (None, Some(secs)) => Stop::After(Duration::from_secs_f64(secs.max(0.01))),
-            (None, None) => Stop::After(Duration::from_secs_f64(choose(q, 0.5, 5.0))),
-        };
-        let subscribers = if args.subscribers.is_empty() {
-            choose(q, vec![10], vec![100, 1000])
-        } else {
-            args.subscribers.clone()
-        };
-        let events = args.events.unwrap_or(choose(q, 50, 2000));
-        Self {
-            scenarios: if args.scenarios.is_empty() {
-                vec![Scenario::Unary, Scenario::FanOut, Scenario::FirstEvent, Scenario::Memory]
-            } else {
-                args.scenarios.clone()
-            },
-            unary: UnaryParams {
-                concurrency: args.concurrency.unwrap_or(choose(q, 4, 32)),
-                stop,
-                warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(choose(q, 0.1, 1.0)).max(0.0)),
-                connections: args.unary_connections.max(1),
-                text: args.text.clone(),
-            },
-            fanout: subscribers
-                .into_iter()
-                .map(|n| FanoutParams {
-                    subscribers: n.max(1),
-                    events,
-                    method: args.fanout_method,
-                    wait_ms: args.wait_ms,
-                    streams_per_connection: spc,
-                    timeout,
-                })
-                .collect(),
-            first_event: FirstEventParams {
-                subscribers: args.first_event_subscribers.unwrap_or(choose(q, 10, 1000)),
-                samples: args.first_event_samples.unwrap_or(choose(q, 50, 1000)).max(1),
-                streams_per_connection: spc,
-            },
-            memory: memory::MemoryParams {
-                count: args.memory_count.unwrap_or(choose(q, 200, 10_000)).max(1),
-                streams_per_connection: spc,
-                concurrency: 32,
-                timeout,
-            },
-        }
-    }
-}
-
 async fn run(args: Args) -> Result<bool, BoxError> {
     let plan = Plan::from(&args);
     let binding = args.binding.to_string();
@@ -332,6 +133,9 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             let mut server_args: Vec<String> =
                 ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
             server_args.extend(args.server_args.iter().cloned());
+            if plan.scenarios.contains(&Scenario::Push) {
+                server_args.extend(push::SERVER_ARGS.iter().map(|a| a.to_string()));
+            }
             Server::spawn(path.clone(), server_args, args.binding, &path.display().to_string()).await?
         }
         None => Server::external(Target { binding: args.binding, url: args.url.clone() }, args.server_pid),
@@ -355,7 +159,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 };
                 let params = format!("C={} {length} conns={}", p.concurrency, p.connections);
                 let (o, b) = both("unary", &ours, baseline.as_ref(), &mut run, |server, _| {
-                    scenarios::unary(&server.target, p)
+                    scenarios::unary(&server.target, server.pid, p)
                 })
                 .await;
                 rows.extend(report::rows("unary", &binding, &params, o.as_ref(), b.as_ref()));
@@ -368,7 +172,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                     };
                     let params = format!("N={} E={} {method}", p.subscribers, p.events);
                     let (o, b) = both("fan-out", &ours, baseline.as_ref(), &mut run, |server, _| {
-                        scenarios::fanout(&server.target, p)
+                        fanout::fanout(&server.target, server.pid, p)
                     })
                     .await;
                     rows.extend(report::rows("fan-out", &binding, &params, o.as_ref(), b.as_ref()));
@@ -382,6 +186,20 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 })
                 .await;
                 rows.extend(report::rows("first-event", &binding, &params, o.as_ref(), b.as_ref()));
+            }
+            Scenario::Push => {
+                let p = &plan.push;
+                let params = format!("samples={} E={} Q={}", p.samples, p.events, p.queued);
+                let measured = push::push(&ours.target, ours.pid, p).await;
+                let measured = match measured {
+                    Ok(m) => Some(m),
+                    Err(error) => {
+                        run.ok = false;
+                        run.notes.push(format!("push: {error}"));
+                        None
+                    }
+                };
+                rows.extend(report::rows("push", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Memory => {
                 let p = &plan.memory;

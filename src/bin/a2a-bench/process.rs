@@ -79,6 +79,42 @@ pub fn rss_kib(pid: u32) -> Result<u64, BoxError> {
     Ok(kib.parse()?)
 }
 
+/// CPU time `pid` has used so far, all threads, in nanoseconds (the first field of each
+/// `/proc/<pid>/task/<tid>/schedstat`). Threads that already exited are not counted, which is
+/// fine for servers whose runtime threads live as long as they do.
+pub fn cpu_nanos(pid: u32) -> Result<u64, BoxError> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|e| format!("cannot read /proc/{pid}/task: {e}"))?;
+    let mut total = 0;
+    for task in tasks {
+        let path = task?.path().join("schedstat");
+        // A thread may exit between listing and reading.
+        if let Ok(stat) = std::fs::read_to_string(&path) {
+            total += stat.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
+/// Measures the server CPU time spent while `work` runs, when the PID is known.
+pub struct CpuMeter {
+    pid: Option<u32>,
+    start: u64,
+}
+
+impl CpuMeter {
+    pub fn start(pid: Option<u32>) -> Self {
+        let start = pid.and_then(|pid| cpu_nanos(pid).ok()).unwrap_or(0);
+        Self { pid, start }
+    }
+
+    /// CPU nanoseconds since `start`, if measurable.
+    pub fn elapsed(&self) -> Option<u64> {
+        let now = cpu_nanos(self.pid?).ok()?;
+        Some(now.saturating_sub(self.start))
+    }
+}
+
 /// RSS once it has stopped moving: allocator and kernel bookkeeping settle within a few
 /// hundred milliseconds after a burst of work, and we want the idle footprint.
 pub async fn settled_rss_kib(pid: u32) -> Result<u64, BoxError> {
@@ -106,7 +142,8 @@ mod tests {
     }
 
     #[test]
-    fn reads_own_rss() {
+    fn reads_own_rss_and_cpu() {
         assert!(rss_kib(std::process::id()).unwrap() > 0);
+        assert!(cpu_nanos(std::process::id()).unwrap() > 0);
     }
 }

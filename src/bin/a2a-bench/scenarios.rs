@@ -1,6 +1,8 @@
-//! The throughput and latency scenarios: unary echo, burst fan-out, first-event latency. Each
-//! runs against one [`Target`] and returns its metrics; `main` runs it against our server and
-//! the baseline in turn, with the same client, so that client costs cancel out in the ratio.
+//! The unary and first-event scenarios, and the helpers every scenario shares (idle tasks,
+//! attaching subscribers). Each scenario runs against one [`Target`] and returns its metrics;
+//! `main` runs it against our server and the baseline in turn, with the same client, so that
+//! client costs weigh the same on both sides. The fan-out is in [`crate::fanout`], the memory
+//! scenario in [`crate::memory`].
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -9,12 +11,10 @@ use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{StreamResponse, Task, TaskState};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message as _;
-use tokio::sync::mpsc;
 
 use crate::BoxError;
-use crate::driver::{
-    Conn, Sub, Target, fresh_message, send_request, task_state, task_state_of, texts, user_message,
-};
+use crate::driver::{CALL_TIMEOUT, Conn, Sub, Target, fresh_message, send_request, task_state, user_message};
+use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric, percentile};
 
 /// How many subscribe calls are in flight at once while attaching many subscribers.
@@ -24,7 +24,7 @@ fn micros(sorted_nanos: &[u64], q: f64) -> f64 {
     percentile(sorted_nanos, q) / 1000.0
 }
 
-fn connections_for(streams: usize, per_connection: usize) -> usize {
+pub fn connections_for(streams: usize, per_connection: usize) -> usize {
     streams.div_ceil(per_connection.max(1)).max(1)
 }
 
@@ -49,14 +49,19 @@ pub struct UnaryParams {
 
 /// SendMessage on the echo path from `concurrency` closed-loop workers: each sends, awaits the
 /// answer, and sends again, so `concurrency` is the number of calls in flight.
-pub async fn unary(target: &Target, p: &UnaryParams) -> Result<Measured, BoxError> {
+///
+/// With the server's PID, also the server CPU time per call: unlike requests/s, it does not
+/// depend on how much of the shared CPUs the client (or anyone else) takes.
+pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
     let conns = target.connect_many(p.connections).await?;
     let probe = conns[0].send(send_request(user_message("bench-probe".into(), &p.text, None), false)).await?;
     let response_bytes = probe.encoded_len();
     if !p.warmup.is_zero() {
         unary_load(&conns, p.concurrency, &p.text, Stop::After(p.warmup)).await;
     }
+    let (cpu, client_cpu) = (CpuMeter::start(pid), CpuMeter::start(Some(std::process::id())));
     let load = unary_load(&conns, p.concurrency, &p.text, p.stop).await;
+    let (cpu, client_cpu) = (cpu.elapsed(), client_cpu.elapsed());
     if load.nanos.is_empty() {
         return Err(format!(
             "no SendMessage succeeded ({} errors; first: {})",
@@ -69,22 +74,27 @@ pub async fn unary(target: &Target, p: &UnaryParams) -> Result<Measured, BoxErro
     if let Some(error) = load.first_error {
         notes.push(format!("{} SendMessage errors, the first: {error}", load.errors));
     }
-    Ok(Measured {
-        metrics: vec![
-            Metric::new(
-                "throughput",
-                "req/s",
-                load.nanos.len() as f64 / load.elapsed.as_secs_f64(),
-                Better::Higher,
-            ),
-            Metric::new("latency p50", "µs", micros(&load.nanos, 0.50), Better::Lower),
-            Metric::new("latency p99", "µs", micros(&load.nanos, 0.99), Better::Lower),
-            Metric::new("errors", "calls", load.errors as f64, Better::Zero),
-            Metric::new("response size", "B protobuf", response_bytes as f64, Better::Info),
-        ],
-        notes,
-    })
+    let calls = load.nanos.len() as f64;
+    let mut metrics = vec![
+        Metric::new("throughput", "req/s", calls / load.elapsed.as_secs_f64(), Better::Higher),
+        Metric::new("latency p50", "µs", micros(&load.nanos, 0.50), Better::Lower),
+        Metric::new("latency p99", "µs", micros(&load.nanos, 0.99), Better::Lower),
+    ];
+    if let Some(cpu) = cpu {
+        metrics.push(Metric::new("server CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Lower));
+    }
+    if let Some(cpu) = client_cpu {
+        // The client shares the machine: what it takes, the servers cannot have.
+        metrics.push(Metric::new("client CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Info));
+    }
+    metrics.push(Metric::new("errors", "calls", load.errors as f64, Better::Zero));
+    metrics.push(Metric::new("response size", "B protobuf", response_bytes as f64, Better::Info));
+    Ok(Measured { metrics, notes })
 }
+
+/// How long a unary call may take before it counts as an error; a server that never answers
+/// one call must not hang the benchmark.
+const UNARY_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Load {
     /// Latencies of the successful calls, sorted.
@@ -112,6 +122,7 @@ async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) 
             tokio::spawn(async move {
                 let mut nanos = Vec::with_capacity(4096);
                 let (mut errors, mut first_error) = (0u64, None);
+                let mut last_success = start;
                 for i in 0u64.. {
                     if deadline.is_some_and(|d| Instant::now() >= d)
                         || budget.fetch_sub(1, Ordering::Relaxed) <= 0
@@ -121,22 +132,33 @@ async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) 
                     let request =
                         send_request(user_message(format!("bench-{worker}-{i}"), &text, None), false);
                     let sent = Instant::now();
-                    match conn.send(request).await {
-                        Ok(_) => nanos.push(sent.elapsed().as_nanos() as u64),
-                        Err(error) => {
+                    match tokio::time::timeout(UNARY_CALL_TIMEOUT, conn.send(request)).await {
+                        Ok(Ok(_)) => {
+                            last_success = Instant::now();
+                            nanos.push(last_success.duration_since(sent).as_nanos() as u64);
+                        }
+                        Ok(Err(error)) => {
                             errors += 1;
                             first_error.get_or_insert_with(|| error.to_string());
                         }
+                        Err(_) => {
+                            errors += 1;
+                            first_error.get_or_insert_with(|| {
+                                format!("no answer within {UNARY_CALL_TIMEOUT:?} (call abandoned)")
+                            });
+                        }
                     }
                 }
-                (nanos, errors, first_error)
+                (nanos, errors, first_error, last_success)
             })
         })
         .collect();
     let mut load = Load { nanos: Vec::new(), errors: 0, first_error: None, elapsed: Duration::ZERO };
+    let mut end = start;
     for worker in workers {
         match worker.await {
-            Ok((nanos, errors, first_error)) => {
+            Ok((nanos, errors, first_error, last_success)) => {
+                end = end.max(last_success);
                 load.nanos.extend(nanos);
                 load.errors += errors;
                 if load.first_error.is_none() {
@@ -149,174 +171,15 @@ async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) 
             }
         }
     }
-    load.elapsed = start.elapsed();
+    // Up to the last answer, so that a call abandoned after UNARY_CALL_TIMEOUT does not dilute
+    // the rate of the others.
+    load.elapsed = end.duration_since(start);
     load.nanos.sort_unstable();
     load
 }
 
 // ---------------------------------------------------------------------------------------------
-// fan-out
-
-/// How the fan-out gets N subscribers onto a task before its burst starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FanoutMethod {
-    /// `input` → idle INPUT_REQUIRED task; attach everyone; the follow-up `stream E 0` starts the
-    /// burst. No timing assumptions at all.
-    Input,
-    /// `stream E 0 WAIT` with returnImmediately; attach everyone within WAIT ms (retried with a
-    /// 4× larger WAIT, twice, if some subscriber attached too late).
-    Wait,
-}
-
-#[derive(Debug, Clone)]
-pub struct FanoutParams {
-    pub subscribers: usize,
-    pub events: u64,
-    pub method: FanoutMethod,
-    pub wait_ms: u64,
-    pub streams_per_connection: usize,
-    pub timeout: Duration,
-}
-
-/// One task, N subscribers, a burst of E chunks: events delivered per second in total, from the
-/// first chunk any subscriber saw to the last subscriber's end of stream, and a check that every
-/// subscriber got `chunk 0`…`chunk E-1` exactly once, in order (snapshot + stream).
-pub async fn fanout(target: &Target, p: &FanoutParams) -> Result<Measured, BoxError> {
-    let conns = target.connect_many(connections_for(p.subscribers, p.streams_per_connection)).await?;
-    let control = target.connect().await?;
-    let mut notes = Vec::new();
-    let attempt = match p.method {
-        FanoutMethod::Input => fanout_once(&conns, &control, p, None).await?,
-        FanoutMethod::Wait => {
-            let mut wait_ms = p.wait_ms.max(1);
-            let mut tries = 0;
-            loop {
-                let attempt = fanout_once(&conns, &control, p, Some(wait_ms)).await?;
-                tries += 1;
-                if attempt.late == 0 {
-                    break attempt;
-                }
-                let what = format!(
-                    "{} of {} subscribers attached after the burst had begun (WAIT {wait_ms} ms, attach took {} ms)",
-                    attempt.late,
-                    p.subscribers,
-                    attempt.attach.as_millis()
-                );
-                if tries == 3 {
-                    return Err(format!("{what}; giving up after 3 tries, raise --wait-ms").into());
-                }
-                notes.push(format!("{what}; retried with WAIT {} ms", wait_ms * 4));
-                wait_ms *= 4;
-            }
-        }
-    };
-    let reports = attempt.reports;
-    let first_chunk = reports.iter().filter_map(|r| r.first_chunk).min();
-    let last_done = reports.iter().map(|r| r.done).max();
-    let delivered: u64 = reports.iter().map(|r| r.streamed).sum();
-    let burst = match (first_chunk, last_done) {
-        (Some(first), Some(last)) => last.saturating_duration_since(first),
-        _ => Duration::ZERO,
-    };
-    let lost: u64 = reports.iter().map(|r| r.lost).sum();
-    let reordered: u64 = reports.iter().map(|r| r.out_of_order + r.duplicates).sum();
-    let failed: Vec<&SubReport> = reports.iter().filter(|r| r.failure.is_some()).collect();
-    if let Some(first) = failed.first() {
-        notes.push(format!(
-            "{} subscribers failed, the first: {}",
-            failed.len(),
-            first.failure.as_deref().unwrap_or_default()
-        ));
-    }
-    let rate = if burst.is_zero() { 0.0 } else { delivered as f64 / burst.as_secs_f64() };
-    Ok(Measured {
-        metrics: vec![
-            Metric::new("delivered", "events/s", rate, Better::Higher),
-            Metric::new("burst", "ms", burst.as_secs_f64() * 1000.0, Better::Lower),
-            Metric::new("attach all", "ms", attempt.attach.as_secs_f64() * 1000.0, Better::Lower),
-            Metric::new("lost", "events", lost as f64, Better::Zero),
-            Metric::new("reordered/dup", "events", reordered as f64, Better::Zero),
-            Metric::new("failed subs", "subs", failed.len() as f64, Better::Zero),
-        ],
-        notes,
-    })
-}
-
-struct Attempt {
-    reports: Vec<SubReport>,
-    /// From the task's creation to the last subscriber having its snapshot.
-    attach: Duration,
-    /// Subscribers whose snapshot already held chunks: they attached after the burst began.
-    late: usize,
-}
-
-async fn fanout_once(
-    conns: &[Conn],
-    control: &Conn,
-    p: &FanoutParams,
-    wait_ms: Option<u64>,
-) -> Result<Attempt, BoxError> {
-    let started = Instant::now();
-    let task = match wait_ms {
-        None => idle_task(control).await?,
-        Some(wait) => {
-            let text = format!("stream {} 0 {wait}", p.events);
-            control.send_for_task(send_request(fresh_message(&text, None), true)).await?
-        }
-    };
-    let (ack_tx, mut acks) = mpsc::unbounded_channel();
-    let spc = p.streams_per_connection.max(1);
-    let mut subscribers: Vec<_> = (0..p.subscribers)
-        .map(|i| tokio::spawn(subscriber(conns[i / spc].clone(), task.id.clone(), p.events, ack_tx.clone())))
-        .collect();
-    drop(ack_tx);
-
-    let mut late = 0;
-    let attached = tokio::time::timeout(p.timeout, async {
-        for _ in 0..p.subscribers {
-            match acks.recv().await {
-                Some(Ok(0)) => {}
-                Some(Ok(_)) => late += 1,
-                Some(Err(error)) => return Err(error),
-                None => return Err("a subscriber task vanished".to_owned()),
-            }
-        }
-        Ok(())
-    })
-    .await;
-    match attached {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => {
-            abort_all(&subscribers);
-            return Err(format!("attaching subscribers: {error}").into());
-        }
-        Err(_) => {
-            abort_all(&subscribers);
-            return Err(
-                format!("attaching {} subscribers took longer than {:?}", p.subscribers, p.timeout).into()
-            );
-        }
-    }
-    let attach = started.elapsed();
-    if wait_ms.is_none() {
-        let text = format!("stream {} 0", p.events);
-        control.send_for_task(send_request(fresh_message(&text, Some(&task.id)), true)).await?;
-    }
-    let joined = tokio::time::timeout(p.timeout, futures::future::join_all(subscribers.iter_mut())).await;
-    let Ok(joined) = joined else {
-        abort_all(&subscribers);
-        return Err(format!("the burst did not reach every subscriber within {:?}", p.timeout).into());
-    };
-    let reports = joined
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|e| SubReport::failed(format!("subscriber task failed: {e}"))))
-        .collect();
-    Ok(Attempt { reports, attach, late })
-}
-
-fn abort_all<T>(tasks: &[tokio::task::JoinHandle<T>]) {
-    tasks.iter().for_each(|t| t.abort());
-}
+// shared
 
 /// A new INPUT_REQUIRED task (SendMessage `input`, waiting for the turn to pause).
 pub async fn idle_task(conn: &Conn) -> Result<Task, BoxError> {
@@ -335,148 +198,17 @@ pub async fn finish_idle_task(conn: &Conn, task_id: &str) -> Result<(), BoxError
     conn.send(send_request(fresh_message("done", Some(task_id)), false)).await.map(drop)
 }
 
-/// What one fan-out subscriber saw.
-struct SubReport {
-    first_chunk: Option<Instant>,
-    done: Instant,
-    /// Chunks that came on the stream (not in the snapshot).
-    streamed: u64,
-    lost: u64,
-    out_of_order: u64,
-    duplicates: u64,
-    /// Why this subscriber does not count as a clean run, if it does not.
-    failure: Option<String>,
-}
-
-impl SubReport {
-    fn failed(why: String) -> Self {
-        Self {
-            first_chunk: None,
-            done: Instant::now(),
-            streamed: 0,
-            lost: 0,
-            out_of_order: 0,
-            duplicates: 0,
-            failure: Some(why),
-        }
-    }
-}
-
-/// Which chunks a subscriber has seen, and in what order.
-struct Chunks {
-    seen: Vec<bool>,
-    next: u64,
-    out_of_order: u64,
-    duplicates: u64,
-    foreign: u64,
-}
-
-impl Chunks {
-    fn new(total: u64) -> Self {
-        Self { seen: vec![false; total as usize], next: 0, out_of_order: 0, duplicates: 0, foreign: 0 }
-    }
-
-    fn push(&mut self, text: &str) {
-        let Some(k) = text.strip_prefix("chunk ").and_then(|n| n.parse::<u64>().ok()) else {
-            self.foreign += 1;
-            return;
-        };
-        match self.seen.get_mut(k as usize) {
-            None => self.foreign += 1,
-            Some(true) => self.duplicates += 1,
-            Some(seen) => {
-                *seen = true;
-                if k != self.next {
-                    self.out_of_order += 1;
-                }
-                self.next = k + 1;
-            }
-        }
-    }
-
-    fn lost(&self) -> u64 {
-        self.seen.iter().filter(|s| !**s).count() as u64
-    }
-}
-
-/// The chunk texts a Task snapshot already holds (the `stream` artifact's parts).
-fn snapshot_chunks(task: &Task) -> impl Iterator<Item = &str> {
-    task.artifacts.iter().filter(|a| a.artifact_id == "stream").flat_map(|a| texts(&a.parts))
-}
-
-/// One fan-out subscriber: subscribe, report the snapshot's chunk count on `ack` (0 means it
-/// attached before the burst), then read to the end of the stream.
-async fn subscriber(
-    conn: Conn,
-    task_id: String,
-    events: u64,
-    ack: mpsc::UnboundedSender<Result<usize, String>>,
-) -> SubReport {
-    let (mut sub, snapshot) = match subscribe_for_snapshot(&conn, &task_id).await {
-        Ok(pair) => pair,
-        Err(error) => {
-            let _ = ack.send(Err(error.to_string()));
-            return SubReport::failed(error.to_string());
-        }
-    };
-    let mut chunks = Chunks::new(events);
-    let mut in_snapshot = 0;
-    for text in snapshot_chunks(&snapshot) {
-        chunks.push(text);
-        in_snapshot += 1;
-    }
-    let _ = ack.send(Ok(in_snapshot));
-    drop(ack);
-
-    let mut state = task_state(&snapshot);
-    let (mut first_chunk, mut streamed, mut failure) = (None, 0, None);
-    loop {
-        match sub.next().await {
-            Ok(Some(StreamResponse { payload: Some(Payload::ArtifactUpdate(update)) })) => {
-                first_chunk.get_or_insert_with(Instant::now);
-                for text in update.artifact.iter().flat_map(|a| texts(&a.parts)) {
-                    chunks.push(text);
-                    streamed += 1;
-                }
-            }
-            Ok(Some(StreamResponse { payload: Some(Payload::StatusUpdate(update)) })) => {
-                state = task_state_of(update.status.as_ref().map(|s| s.state));
-            }
-            Ok(Some(other)) => chunks.foreign += u64::from(other.payload.is_some()),
-            Ok(None) => break,
-            Err(error) => {
-                failure = Some(error.to_string());
-                break;
-            }
-        }
-    }
-    let done = Instant::now();
-    if failure.is_none() && state != TaskState::Completed {
-        failure = Some(format!("the stream ended in state {state:?}, not COMPLETED"));
-    }
-    if failure.is_none() && chunks.foreign > 0 {
-        failure = Some(format!("{} items that are not `chunk K` artifact parts", chunks.foreign));
-    }
-    SubReport {
-        first_chunk,
-        done,
-        streamed,
-        lost: chunks.lost(),
-        out_of_order: chunks.out_of_order,
-        duplicates: chunks.duplicates,
-        failure,
-    }
-}
-
 /// SubscribeToTask and its first item, which must be the Task.
 pub async fn subscribe_for_snapshot(conn: &Conn, task_id: &str) -> Result<(Sub, Task), BoxError> {
     let mut sub = conn.subscribe(task_id).await?;
-    match sub.next().await? {
+    let first = tokio::time::timeout(CALL_TIMEOUT, sub.next())
+        .await
+        .map_err(|_| format!("SubscribeToTask: no first item within {CALL_TIMEOUT:?}"))??;
+    match first {
         Some(StreamResponse { payload: Some(Payload::Task(task)) }) => Ok((sub, task)),
         other => Err(format!("the first item of SubscribeToTask was {other:?}, not the Task").into()),
     }
 }
-
 // ---------------------------------------------------------------------------------------------
 // first-event latency
 

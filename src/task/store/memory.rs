@@ -58,17 +58,21 @@ impl MemoryStore {
 }
 
 impl State {
-    fn evict(&mut self, retention: &Retention, now: Instant) {
+    /// Takes the expired finished tasks out; the caller drops them after releasing the lock,
+    /// so freeing large tasks never holds up other calls.
+    fn evict(&mut self, retention: &Retention, now: Instant) -> Vec<Record> {
+        let mut evicted = Vec::new();
         while let Some((id, finished_at)) = self.finished.front() {
             let too_many = self.finished.len() > retention.max_finished;
             let too_old = now.duration_since(*finished_at) > retention.max_age;
             if !too_many && !too_old {
                 break;
             }
-            self.tasks.remove(id);
+            evicted.extend(self.tasks.remove(id));
             self.push_configs.remove(id);
             self.finished.pop_front();
         }
+        evicted
     }
 }
 
@@ -76,15 +80,19 @@ impl State {
 impl TaskStore for MemoryStore {
     async fn save(&self, owner: &Owner, task: &Task) -> Result<(), A2aError> {
         let now = Instant::now();
-        let mut state = self.lock();
         let finished = is_terminal(state_of(task.status.as_ref()));
         let record = Record { owner: owner.clone(), task: task.clone() };
-        let previous = state.tasks.insert(task.id.clone(), record);
-        let was_finished = previous.is_some_and(|r| is_terminal(state_of(r.task.status.as_ref())));
-        if finished && !was_finished {
-            state.finished.push_back((task.id.clone(), now));
-        }
-        state.evict(&self.retention, now);
+        let (previous, evicted) = {
+            let mut state = self.lock();
+            let previous = state.tasks.insert(task.id.clone(), record);
+            let was_finished =
+                previous.as_ref().is_some_and(|r| is_terminal(state_of(r.task.status.as_ref())));
+            if finished && !was_finished {
+                state.finished.push_back((task.id.clone(), now));
+            }
+            (previous, state.evict(&self.retention, now))
+        };
+        drop((previous, evicted));
         Ok(())
     }
 
@@ -96,7 +104,7 @@ impl TaskStore for MemoryStore {
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
         let mut state = self.lock();
-        state.evict(&self.retention, Instant::now());
+        let evicted = state.evict(&self.retention, Instant::now());
         let after_nanos =
             query.status_after.as_ref().map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
         let mut matches: Vec<(Cursor, &Task)> = state
@@ -118,7 +126,11 @@ impl TaskStore for MemoryStore {
         let page: Vec<_> = matches[start..].iter().take(query.page_size).collect();
         let next =
             (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
-        Ok(TaskPage { tasks: page.into_iter().map(|(_, t)| (*t).clone()).collect(), next, total })
+        let tasks = page.into_iter().map(|(_, t)| (*t).clone()).collect();
+        drop(matches);
+        drop(state);
+        drop(evicted);
+        Ok(TaskPage { tasks, next, total })
     }
 
     async fn put_push_config(

@@ -91,12 +91,15 @@ pub enum Conn {
 }
 
 impl Conn {
-    /// SendMessage.
+    /// SendMessage, failing after [`CALL_TIMEOUT`].
     pub async fn send(&self, request: SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
-        match self {
-            Conn::Grpc(client) => Ok(client.clone().send_message(request).await?.into_inner()),
-            Conn::Json(conn) => conn.send(&request).await,
-        }
+        let call = async {
+            match self {
+                Conn::Grpc(client) => Ok(client.clone().send_message(request).await?.into_inner()),
+                Conn::Json(conn) => conn.send(&request).await,
+            }
+        };
+        bounded("SendMessage", call).await
     }
 
     /// SendMessage whose answer must be a Task.
@@ -110,14 +113,27 @@ impl Conn {
     /// SubscribeToTask. Returns once the server has answered the call, which (on our server)
     /// means the subscription exists; the first item is then the Task snapshot.
     pub async fn subscribe(&self, task_id: &str) -> Result<Sub, BoxError> {
-        match self {
-            Conn::Grpc(client) => {
-                let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
-                Ok(Sub::Grpc(client.clone().subscribe_to_task(request).await?.into_inner()))
+        let call = async {
+            match self {
+                Conn::Grpc(client) => {
+                    let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
+                    Ok(Sub::Grpc(client.clone().subscribe_to_task(request).await?.into_inner()))
+                }
+                Conn::Json(conn) => Ok(Sub::Sse(conn.subscribe(task_id).await?)),
             }
-            Conn::Json(conn) => Ok(Sub::Sse(conn.subscribe(task_id).await?)),
-        }
+        };
+        bounded("SubscribeToTask", call).await
     }
+}
+
+/// The longest any single call (not a stream's later items) may take: a server that never
+/// answers must fail the scenario, not hang the benchmark.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn bounded<T>(what: &str, call: impl Future<Output = Result<T, BoxError>>) -> Result<T, BoxError> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .map_err(|_| format!("{what}: no answer within {CALL_TIMEOUT:?}"))?
 }
 
 /// An open server stream of `StreamResponse`s.

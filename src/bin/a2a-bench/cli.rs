@@ -1,0 +1,225 @@
+//! The command line, and the plan it resolves to (`--quick` and the defaults applied).
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::driver::Binding;
+use crate::fanout::{FanoutMethod, FanoutParams};
+use crate::memory::MemoryParams;
+use crate::push::PushParams;
+use crate::scenarios::{FirstEventParams, Stop, UnaryParams};
+
+/// a2a-bench: benchmark an A2A v1.0 endpoint against a bare tonic server.
+#[derive(Debug, Parser)]
+#[command(name = "a2a-bench", version)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Protocol binding to drive.
+    #[arg(long, value_enum, default_value_t = Binding::Grpc)]
+    pub binding: Binding,
+
+    /// Endpoint to benchmark (ignored with --spawn-server).
+    #[arg(long, default_value = "http://127.0.0.1:50051")]
+    pub url: String,
+
+    /// Start this a2a-server binary on 127.0.0.1 (a free port) for the run and stop it after.
+    #[arg(long, value_name = "PATH")]
+    pub spawn_server: Option<PathBuf>,
+
+    /// Extra argument for the spawned server (repeatable), e.g. --server-arg=--event-log-capacity=8192.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+
+    /// PID of an external server at --url, for the memory scenario.
+    #[arg(long, value_name = "PID", conflicts_with = "spawn_server")]
+    pub server_pid: Option<u32>,
+
+    /// Also measure a bare tonic server doing the same wire work, and print ours/baseline ratios.
+    #[arg(long)]
+    pub baseline: bool,
+
+    /// Run the baseline inside this process instead of a child process (no baseline memory rows;
+    /// the baseline then shares the client's runtime and threads).
+    #[arg(long, requires = "baseline")]
+    pub baseline_in_process: bool,
+
+    /// Scenarios to run, comma-separated [default: all].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub scenarios: Vec<Scenario>,
+
+    /// A smoke run in a few seconds: tiny sizes, for CI (no thresholds are checked anywhere).
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// unary: calls in flight [default: 32; quick: 4].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+
+    /// unary: measured seconds [default: 5; quick: 0.5].
+    #[arg(long)]
+    pub duration_secs: Option<f64>,
+
+    /// unary: measure this many calls instead of a duration.
+    #[arg(long, conflicts_with = "duration_secs")]
+    pub requests: Option<u64>,
+
+    /// unary: unmeasured warm-up seconds before [default: 1; quick: 0.1].
+    #[arg(long)]
+    pub warmup_secs: Option<f64>,
+
+    /// unary: connections the workers share.
+    #[arg(long, default_value_t = 1)]
+    pub unary_connections: usize,
+
+    /// unary: the message text (the demo agent echoes anything that is not a command).
+    #[arg(long, default_value = "hi")]
+    pub text: String,
+
+    /// fan-out: subscriber counts, one group of rows each [default: 100,1000; quick: 10].
+    #[arg(long, value_delimiter = ',')]
+    pub subscribers: Vec<usize>,
+
+    /// fan-out: chunks in the burst [default: 2000; quick: 50].
+    #[arg(long)]
+    pub events: Option<u64>,
+
+    /// fan-out: how the subscribers get attached before the burst.
+    #[arg(long, value_enum, default_value_t = FanoutMethod::Input)]
+    pub fanout_method: FanoutMethod,
+
+    /// fan-out with --fanout-method wait: the first WAIT (ms) to try.
+    #[arg(long, default_value_t = 1000)]
+    pub wait_ms: u64,
+
+    /// first-event: subscribers attached while sampling [default: 1000; quick: 10].
+    #[arg(long)]
+    pub first_event_subscribers: Option<usize>,
+
+    /// first-event: samples [default: 1000; quick: 50].
+    #[arg(long)]
+    pub first_event_samples: Option<usize>,
+
+    /// memory: tasks and streams to open per phase [default: 10000; quick: 200].
+    #[arg(long)]
+    pub memory_count: Option<usize>,
+
+    /// Streams per connection when many are open (servers cap them per HTTP/2 connection).
+    #[arg(long, default_value_t = 1000)]
+    pub streams_per_connection: usize,
+
+    /// Worker threads of the client runtime [default: the number of CPUs].
+    #[arg(long)]
+    pub client_threads: Option<usize>,
+
+    /// Run each scenario this many times, alternating our server and the baseline, and report
+    /// the median of each metric (on a noisy machine, 3 or 5).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+
+    /// Limit on each phase of a scenario, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_secs: u64,
+}
+
+/// Hidden subcommands: the baseline runs as a child process of its own so that its RSS is its own.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the baseline (used by --baseline to get a process of its own).
+    #[command(hide = true)]
+    BaselineServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+    },
+}
+
+/// The scenarios, each a group of rows; they run in the order given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    Unary,
+    FanOut,
+    FirstEvent,
+    Memory,
+    /// Webhook delivery (our server only; not part of the default set, as it turns push on).
+    Push,
+}
+
+/// Everything the scenarios need, with --quick and the defaults resolved.
+pub struct Plan {
+    pub scenarios: Vec<Scenario>,
+    pub unary: UnaryParams,
+    pub fanout: Vec<FanoutParams>,
+    pub first_event: FirstEventParams,
+    pub memory: MemoryParams,
+    pub push: PushParams,
+}
+
+impl Plan {
+    pub fn from(args: &Args) -> Self {
+        let q = args.quick;
+        fn choose<T>(quick: bool, small: T, full: T) -> T {
+            if quick { small } else { full }
+        }
+        let timeout = Duration::from_secs(args.timeout_secs.max(1));
+        let spc = args.streams_per_connection.max(1);
+        let stop = match (args.requests, args.duration_secs) {
+            (Some(n), _) => Stop::Requests(n),
+            (None, Some(secs)) => Stop::After(Duration::from_secs_f64(secs.max(0.01))),
+            (None, None) => Stop::After(Duration::from_secs_f64(choose(q, 0.5, 5.0))),
+        };
+        let subscribers = if args.subscribers.is_empty() {
+            choose(q, vec![10], vec![100, 1000])
+        } else {
+            args.subscribers.clone()
+        };
+        let events = args.events.unwrap_or(choose(q, 50, 2000));
+        Self {
+            scenarios: if args.scenarios.is_empty() {
+                vec![Scenario::Unary, Scenario::FanOut, Scenario::FirstEvent, Scenario::Memory]
+            } else {
+                args.scenarios.clone()
+            },
+            unary: UnaryParams {
+                concurrency: args.concurrency.unwrap_or(choose(q, 4, 32)),
+                stop,
+                warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(choose(q, 0.1, 1.0)).max(0.0)),
+                connections: args.unary_connections.max(1),
+                text: args.text.clone(),
+            },
+            fanout: subscribers
+                .into_iter()
+                .map(|n| FanoutParams {
+                    subscribers: n.max(1),
+                    events,
+                    method: args.fanout_method,
+                    wait_ms: args.wait_ms,
+                    streams_per_connection: spc,
+                    timeout,
+                })
+                .collect(),
+            first_event: FirstEventParams {
+                subscribers: args.first_event_subscribers.unwrap_or(choose(q, 10, 1000)),
+                samples: args.first_event_samples.unwrap_or(choose(q, 50, 1000)).max(1),
+                streams_per_connection: spc,
+            },
+            memory: MemoryParams {
+                count: args.memory_count.unwrap_or(choose(q, 200, 10_000)).max(1),
+                streams_per_connection: spc,
+                concurrency: 32,
+                timeout,
+            },
+            push: PushParams {
+                samples: choose(q, 20, 500),
+                events: choose(q, 100, 10_000),
+                queued: choose(q, 1000, 10_000),
+            },
+        }
+    }
+}
