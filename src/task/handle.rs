@@ -80,10 +80,20 @@ impl TaskHandle {
         &self.owner
     }
 
+    /// Sends a command and waits for its reply, or for the actor to be gone.
+    ///
+    /// Waiting on the reply alone is not enough: a send that races with the actor's exit can
+    /// land in the channel after the actor dropped its receiver, and such a message (with our
+    /// reply sender inside) is only freed when the last sender goes, which includes ours. So
+    /// the wait also ends when the receiver is closed.
     async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
         let (reply, response) = oneshot::channel();
         self.tx.send(command(reply)).await.ok()?;
-        response.await.ok()
+        tokio::select! {
+            biased;
+            answer = response => answer.ok(),
+            () = self.tx.closed() => None,
+        }
     }
 
     /// The task now, with the feed of everything after.
@@ -103,5 +113,27 @@ impl TaskHandle {
 
     pub(crate) async fn send_message(&self, turn: FollowUp) -> Option<Result<Turn, A2aError>> {
         self.ask(|reply| Command::Message { turn: Box::new(turn), reply }).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn asking_an_actor_that_is_gone_ends_even_if_its_reply_sender_lives_on() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let handle = TaskHandle { id: "t".into(), owner: Arc::new(Owner::default()), tx };
+        // An "actor" that takes the command, keeps the reply sender alive elsewhere (as a
+        // message stranded in a closed channel would), and exits.
+        let actor = tokio::spawn(async move {
+            let command = rx.recv().await;
+            drop(rx);
+            command
+        });
+        let asked = tokio::time::timeout(std::time::Duration::from_secs(10), handle.snapshot()).await;
+        let stranded = actor.await.unwrap();
+        assert!(matches!(asked, Ok(None)), "the wait ended because the actor is gone");
+        drop(stranded);
     }
 }
