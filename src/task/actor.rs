@@ -59,7 +59,8 @@ pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) ->
                 execution.abort();
                 return Ok(Started::Message(message));
             }
-            event => event,
+            // Kept boxed: the actor's future would otherwise reserve room for it for life.
+            event => Box::new(event),
         },
         Some(Command::ExecutionFinished { result: Err(error), .. }) => return Err(*error),
         _ => {
@@ -159,9 +160,10 @@ struct TaskActor {
 }
 
 impl TaskActor {
-    async fn run(mut self, first: AgentEvent) {
+    async fn run(mut self, first: Box<AgentEvent>) {
+        // The first event is applied before the first await, so the future never holds it.
+        self.on_agent_event(*first);
         self.persist().await;
-        self.on_agent_event(first);
         while !self.finished {
             let command = match self.rx.try_recv() {
                 Ok(command) => command,
