@@ -14,6 +14,8 @@
 pub mod demo;
 pub mod exec;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
@@ -106,8 +108,8 @@ pub struct RequestContext {
     /// The user message, with `task_id` and `context_id` filled in.
     pub message: Message,
     /// The task as it stood when the message arrived, history included (for a new task: the
-    /// SUBMITTED task holding just this message).
-    pub task: Task,
+    /// SUBMITTED task holding just this message). Shared with the task's actor.
+    pub task: Arc<Task>,
     /// Whether this message starts a new task.
     pub new_task: bool,
     /// Who sent it.

@@ -172,7 +172,8 @@ impl Core {
         v.require_id("id", &request.id);
         v.non_negative("historyLength", request.history_length);
         v.into_result()?;
-        let mut task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
+        let task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
+        let mut task = Arc::unwrap_or_clone(task);
         trim_history(&mut task, request.history_length);
         Ok(task)
     }
@@ -243,10 +244,10 @@ impl Core {
         if let Some(handle) = self.env.registry.get(&owner, &request.id)
             && let Some(task) = handle.cancel().await
         {
-            return Ok(task);
+            return Ok(Arc::unwrap_or_clone(task));
         }
         let task = self.stored_task(&owner, &request.id).await?;
-        Err(A2aError::TaskNotCancelable { state: state_name(&task), task_id: task.id })
+        Err(A2aError::TaskNotCancelable { state: state_name(&task), task_id: task.id.clone() })
     }
 
     /// SubscribeToTask: the Task now, then every update until it is terminal.
@@ -397,7 +398,7 @@ impl Core {
     }
 
     /// The task as it is now: from its actor while live, else from the store.
-    async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Task, A2aError> {
+    async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
         if let Some(handle) = self.env.registry.get(owner, task_id)
             && let Some(task) = handle.snapshot().await
         {
@@ -406,7 +407,7 @@ impl Core {
         self.stored_task(owner, task_id).await
     }
 
-    async fn stored_task(&self, owner: &Owner, task_id: &str) -> Result<Task, A2aError> {
+    async fn stored_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
         self.env.store.get(owner, task_id).await?.ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
     }
 }

@@ -10,8 +10,8 @@ use crate::agent::RequestContext;
 use crate::call::CallContext;
 use crate::error::A2aError;
 use crate::proto::{
-    Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
-    TaskState, TaskStatus, send_message_response, stream_response::Payload,
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig, TaskState,
+    TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::actor::start_task;
 use crate::task::handle::{FollowUp, Started, Subscription, Turn};
@@ -19,37 +19,26 @@ use crate::task::log::TaskEvent;
 use crate::task::view::trim_history;
 use crate::task::{is_interrupted, is_terminal, now, state_of};
 
-/// What a message led to.
-enum Begun {
-    Message(Message),
-    Task(Box<Turn>),
-}
-
 pub(super) async fn send_message(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2aError> {
-    let configuration = request.configuration.clone().unwrap_or_default();
-    let owner = call.owner(&request.tenant);
-    let payload = match begin(core, call, request).await? {
-        Begun::Message(message) => send_message_response::Payload::Message(message),
-        Begun::Task(turn) => {
-            let mut task = if configuration.return_immediately {
-                turn.subscription.snapshot
-            } else {
-                let task_id = turn.subscription.snapshot.id.clone();
-                // A blocking call is a unary call: it is not cut short by draining.
-                let mut events = turn_stream(turn, None, None);
-                while let Some(Ok(_)) = events.next().await {}
-                drop(events);
-                core.current_task(&owner, &task_id).await?
-            };
-            trim_history(&mut task, configuration.history_length);
-            send_message_response::Payload::Task(task)
+    let configuration = request.configuration.as_ref();
+    let return_immediately = configuration.is_some_and(|c| c.return_immediately);
+    let history_length = configuration.and_then(|c| c.history_length);
+    let task = match begin(core, call, request, !return_immediately).await? {
+        Started::Message(message) => {
+            return Ok(SendMessageResponse {
+                payload: Some(send_message_response::Payload::Message(message)),
+            });
         }
+        Started::Turn(turn) => turn.subscription.snapshot,
+        Started::Settled(task) => task,
     };
-    Ok(SendMessageResponse { payload: Some(payload) })
+    let mut task = Arc::unwrap_or_clone(task);
+    trim_history(&mut task, history_length);
+    Ok(SendMessageResponse { payload: Some(send_message_response::Payload::Task(task)) })
 }
 
 pub(super) async fn send_streaming_message(
@@ -58,22 +47,27 @@ pub(super) async fn send_streaming_message(
     request: SendMessageRequest,
 ) -> Result<EventStream, A2aError> {
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
-    Ok(match begin(core, call, request).await? {
-        Begun::Message(message) => {
+    Ok(match begin(core, call, request, false).await? {
+        Started::Message(message) => {
             let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
-        Begun::Task(turn) => turn_stream(turn, history_length, Some(core.shutdown.subscribe())),
+        Started::Turn(turn) => turn_stream(*turn, history_length, Some(core.shutdown.subscribe())),
+        Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
     })
 }
-
 /// Validates a SendMessage request and hands the message to a new task or to the live task
-/// it names.
-async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> Result<Begun, A2aError> {
+/// it names; `settle` asks for the answer at the end of the turn rather than at once.
+async fn begin(
+    core: &Core,
+    call: &CallContext,
+    request: SendMessageRequest,
+    settle: bool,
+) -> Result<Started, A2aError> {
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
     let configuration = configuration.unwrap_or_default();
-    let inline_push = configuration.task_push_notification_config.clone();
+    let inline_push = configuration.task_push_notification_config;
     if inline_push.is_some() && !core.settings.push_notifications {
         return Err(A2aError::PushNotificationNotSupported);
     }
@@ -93,8 +87,8 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
                 metadata,
                 accepted_output_modes: configuration.accepted_output_modes,
             };
-            if let Some(turn) = handle.send_message(follow_up).await {
-                return Ok(Begun::Task(Box::new(turn?)));
+            if let Some(started) = handle.send_message(follow_up, settle).await {
+                return started;
             }
         }
         let task = core.stored_task(&owner, &task_id).await?;
@@ -134,17 +128,16 @@ async fn begin(core: &Core, call: &CallContext, request: SendMessageRequest) -> 
         task_id,
         context_id,
         message,
-        task,
+        task: Arc::new(task),
         new_task: true,
         owner: owner.clone(),
         extensions: call.extensions.clone(),
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    Ok(match start_task(core.env.clone(), owner, ctx).await? {
-        Started::Message(message) => Begun::Message(message),
-        Started::Task { turn, .. } => Begun::Task(turn),
-    })
+    start_task(core.env.clone(), owner, ctx, settle)
+        .await
+        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
 }
 
 /// The snapshot as the stream's first item.
@@ -156,11 +149,11 @@ fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
 /// interrupted. If the turn's execution ends while the task is already waiting (the agent had
 /// nothing to add), the stream ends too rather than waiting for some later turn.
 fn turn_stream(
-    turn: Box<Turn>,
+    turn: Turn,
     history_length: Option<i32>,
     shutdown: Option<watch::Receiver<bool>>,
 ) -> EventStream {
-    let Turn { subscription, done } = *turn;
+    let Turn { subscription, done } = turn;
     follow(subscription, history_length, shutdown, Some(done))
 }
 
@@ -181,7 +174,7 @@ fn follow(
     shutdown: Option<watch::Receiver<bool>>,
     done: Option<oneshot::Receiver<()>>,
 ) -> EventStream {
-    let Subscription { mut snapshot, mut feed } = subscription;
+    let Subscription { snapshot, mut feed } = subscription;
     let turn = done.is_some();
     // A subscription has no execution to wait for: a receiver whose sender never fires.
     let (never, unused) = oneshot::channel();
@@ -192,6 +185,7 @@ fn follow(
     let ends_at = move |state: TaskState| is_terminal(state) || (turn && is_interrupted(state));
     async_stream::stream! {
         let mut state = state_of(snapshot.status.as_ref());
+        let mut snapshot = Arc::unwrap_or_clone(snapshot);
         trim_history(&mut snapshot, history_length);
         yield Ok(snapshot_event(snapshot, feed.cursor()));
         let _never = never;

@@ -1,24 +1,23 @@
 //! The task actor: one tokio task per live task, the task's only writer.
 //!
 //! Everything that touches a live task arrives as a `Command` on one bounded channel: agent
-//! events, subscriptions, snapshots, cancels, follow-up messages, and the end of an agent
-//! execution. Because one loop handles them in order, a subscription is answered with the
-//! snapshot and the log position it reflects in one step: the subscriber gets the Task first
-//! and then exactly the events after it, with no lock, gap or duplicate.
-use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
+//! events, subscriptions, snapshots, cancels and follow-up messages. The task's agent
+//! executions run inside the actor too ([`Executions`]), and an execution's end is handled
+//! only after every event it sent. Because one loop handles all of it in order, a
+//! subscription is answered with the snapshot and the log position it reflects in one step:
+//! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
+//! or duplicate.
 use std::sync::Arc;
 
-use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::AbortHandle;
 
-use super::handle::{Command, FollowUp, Started, Subscription, TaskHandle, Turn};
+use super::execution::Executions;
+use super::handle::{Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
 use super::log::{EventLog, Feed, SubscriberCount};
 use super::registry::Registry;
 use super::store::TaskStore;
-use super::{is_terminal, now, state_of};
-use crate::agent::{AgentEvent, AgentExecutor, EventSink, RequestContext};
+use super::{is_interrupted, is_terminal, now, state_of};
+use crate::agent::{AgentEvent, AgentExecutor, RequestContext};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{
@@ -47,50 +46,45 @@ pub struct TaskEnv {
     pub push: Option<Arc<PushDispatcher>>,
 }
 
-/// Runs the agent on the first message of a new task. If its first event is a task event, the
-/// task's actor starts (and registers itself); if it is a message, no task ever exists.
-pub async fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext) -> Result<Started, A2aError> {
-    let (tx, mut rx) = mpsc::channel(env.channel_capacity);
+/// Starts the task of a new message: its actor, running the agent. The receiver answers as
+/// `settle` asks (see [`Reply`]). If the agent's first event is a message, that is the answer
+/// and no task ever exists; otherwise the actor registers the task and lives until it is
+/// terminal.
+pub fn start_task(
+    env: Arc<TaskEnv>,
+    owner: Owner,
+    ctx: RequestContext,
+    settle: bool,
+) -> oneshot::Receiver<Result<Started, A2aError>> {
+    let (tx, rx) = mpsc::channel(env.channel_capacity);
+    let (reply_tx, reply_rx) = oneshot::channel();
     let task = ctx.task.clone();
-    let execution = spawn_execution(env.executor.clone(), ctx, tx.clone(), 0);
-    let first = match rx.recv().await {
-        Some(Command::Agent(event)) => match *event {
-            AgentEvent::Message(message) => {
-                execution.abort();
-                return Ok(Started::Message(message));
-            }
-            // Kept boxed: the actor's future would otherwise reserve room for it for life.
-            event => Box::new(event),
-        },
-        Some(Command::ExecutionFinished { result: Err(error), .. }) => return Err(*error),
-        _ => {
-            return Err(A2aError::InvalidAgentResponse(
-                "the agent finished without creating a task or replying".into(),
-            ));
-        }
+    let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
+    let mut executions = Executions::default();
+    let starter = if settle {
+        executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), None);
+        Starter { reply: Reply::Settle(reply_tx), done: None }
+    } else {
+        let (done_tx, done) = oneshot::channel();
+        executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), Some(done_tx));
+        Starter { reply: Reply::Follow(reply_tx), done: Some(done) }
     };
-
-    let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx: tx.clone() };
-    let log = Arc::new(EventLog::new(task.id.clone(), env.log_capacity, env.log_bytes));
-    let (done_tx, done) = oneshot::channel();
-    let subscription =
-        Subscription { snapshot: task.clone(), feed: Feed::new(log.clone(), 0, env.subscribers.clone()) };
     let actor = TaskActor {
+        log: Arc::new(EventLog::new(task.id.clone(), env.log_capacity, env.log_bytes)),
         task,
-        handle: handle.clone(),
+        handle,
         rx,
-        log,
-        executions: HashMap::from([(0, Execution { abort: execution, _done: done_tx })]),
+        executions,
         next_exec: 1,
-        dirty: Dirty::State,
+        settling: Vec::new(),
+        starter: Some(Box::new(starter)),
+        exists: false,
+        dirty: Dirty::Clean,
         finished: false,
-        env: env.clone(),
+        env,
     };
-    env.registry.insert(handle.clone());
-    metrics::counter!("a2a_tasks_started_total").increment(1);
-    track_state(TaskState::Unspecified, TaskState::Submitted);
-    tokio::spawn(actor.run(first));
-    Ok(Started::Task { handle, turn: Box::new(Turn { subscription, done }) })
+    tokio::spawn(actor.run());
+    reply_rx
 }
 
 /// Moves a task between the live-tasks-by-state gauges (UNSPECIFIED: not counted).
@@ -106,30 +100,12 @@ fn track_state(from: TaskState, to: TaskState) {
     }
 }
 
-/// Runs one execution of the agent in its own tokio task and reports its end to the actor
-/// (after all its events, since they share the channel). A panic becomes an error.
-fn spawn_execution(
-    executor: Arc<dyn AgentExecutor>,
-    ctx: RequestContext,
-    tx: mpsc::Sender<Command>,
-    exec: u64,
-) -> AbortHandle {
-    let sink = EventSink::new(ctx.task_id.clone(), ctx.context_id.clone(), tx.clone());
-    tokio::spawn(async move {
-        let result = AssertUnwindSafe(executor.execute(ctx, sink))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())));
-        let result = result.map_err(Box::new);
-        let _ = tx.send(Command::ExecutionFinished { exec, result }).await;
-    })
-    .abort_handle()
-}
-
-struct Execution {
-    abort: AbortHandle,
-    /// Dropped when the execution ends: wakes the caller waiting for its turn.
-    _done: oneshot::Sender<()>,
+/// Who sent a new task's first message, until the agent's first event says whether there is a
+/// task at all.
+struct Starter {
+    reply: Reply,
+    /// The first execution's end, for a [`Turn`].
+    done: Option<oneshot::Receiver<()>>,
 }
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
@@ -146,47 +122,78 @@ enum Dirty {
 }
 
 struct TaskActor {
-    task: Task,
+    /// The task as it is now. Shared (copy on write) with the store and with snapshots, so
+    /// persisting and snapshotting cost a reference count, not a copy.
+    task: Arc<Task>,
     handle: TaskHandle,
     rx: mpsc::Receiver<Command>,
     log: Arc<EventLog>,
-    executions: HashMap<u64, Execution>,
+    executions: Executions,
     next_exec: u64,
+    /// Callers of a blocking SendMessage, with the execution their message started.
+    settling: Vec<(u64, oneshot::Sender<Result<Started, A2aError>>)>,
+    /// Set until the agent's first event: then the task exists (or was a direct reply).
+    starter: Option<Box<Starter>>,
+    /// The agent's first event was a task event: the task is registered and stored.
+    exists: bool,
     /// How far the store is behind the actor's state.
     dirty: Dirty,
-    /// The task reached a terminal state.
+    /// The task reached a terminal state (or never came to exist).
     finished: bool,
     env: Arc<TaskEnv>,
 }
 
 impl TaskActor {
-    async fn run(mut self, first: Box<AgentEvent>) {
-        // The first event is applied before the first await, so the future never holds it.
-        self.on_agent_event(*first);
-        self.persist().await;
+    async fn run(mut self) {
         while !self.finished {
-            let command = match self.rx.try_recv() {
-                Ok(command) => command,
-                Err(_) => match self.idle().await {
-                    Some(command) => command,
+            if self.dirty == Dirty::State && self.rx.is_empty() {
+                self.persist().await;
+            }
+            let deadline = match self.dirty {
+                Dirty::Artifacts(since) => {
+                    Some(tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY))
+                }
+                _ => None,
+            };
+            tokio::select! {
+                biased;
+                command = self.rx.recv() => match command {
+                    Some(command) => self.handle(command).await,
                     None => break,
                 },
-            };
-            self.handle(command).await;
+                (exec, result) = self.executions.next_finished() => {
+                    // Whatever the execution sent before it returned is applied first.
+                    self.drain().await;
+                    self.on_execution_finished(exec, result);
+                }
+                _ = sleep_until(deadline) => self.persist().await,
+            }
         }
         self.log.close();
+        if !self.exists {
+            return;
+        }
         self.dirty = Dirty::State;
         self.persist().await;
         self.env.registry.remove(&self.task.id);
+        self.settle_all();
         let state = state_of(self.task.status.as_ref());
         track_state(state, TaskState::Unspecified);
         metrics::counter!("a2a_tasks_finished_total", "state" => state.as_str_name()).increment(1);
     }
 
+    /// Handles every command already queued.
+    async fn drain(&mut self) {
+        while !self.finished
+            && let Ok(command) = self.rx.try_recv()
+        {
+            self.handle(command).await;
+        }
+    }
+
     async fn handle(&mut self, command: Command) {
         match command {
             Command::Agent(event) => self.on_agent_event(*event),
-            Command::ExecutionFinished { exec, result } => self.on_execution_finished(exec, result),
             Command::Subscribe { reply } => {
                 let _ = reply.send(self.subscription());
             }
@@ -195,7 +202,7 @@ impl TaskActor {
             }
             Command::Cancel { reply } => {
                 self.env.executor.cancel(&self.task.id).await;
-                self.abort_executions();
+                self.executions.abort_all();
                 self.set_status(TaskStatus {
                     state: TaskState::Canceled as i32,
                     message: None,
@@ -203,9 +210,7 @@ impl TaskActor {
                 });
                 let _ = reply.send(self.task.clone());
             }
-            Command::Message { turn, reply } => {
-                let _ = reply.send(self.on_message(*turn));
-            }
+            Command::Message { turn, reply } => self.on_message(*turn, reply),
         }
     }
 
@@ -216,31 +221,11 @@ impl TaskActor {
         }
     }
 
-    /// Waits for the next command once the queue is empty, persisting meanwhile: state changes
-    /// at once (a burst costs one write), artifact-only changes at most every
-    /// [`ARTIFACT_PERSIST_DELAY`] (a long stream of chunks would otherwise copy the growing task
-    /// into the store once per chunk).
-    async fn idle(&mut self) -> Option<Command> {
-        loop {
-            match self.dirty {
-                Dirty::Clean => return self.rx.recv().await,
-                Dirty::State => self.persist().await,
-                Dirty::Artifacts(since) => {
-                    let deadline = tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY);
-                    tokio::select! {
-                        command = self.rx.recv() => return command,
-                        _ = tokio::time::sleep_until(deadline) => self.persist().await,
-                    }
-                }
-            }
-        }
-    }
-
     async fn persist(&mut self) {
         if self.dirty == Dirty::Clean {
             return;
         }
-        match self.env.store.save(&self.handle.owner, &self.task).await {
+        match self.env.store.save(&self.handle.owner, self.task.clone()).await {
             Ok(()) => self.dirty = Dirty::Clean,
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")
@@ -248,16 +233,42 @@ impl TaskActor {
         }
     }
 
-    fn on_message(&mut self, turn: FollowUp) -> Result<Turn, A2aError> {
+    /// The task, to change (copied first if a snapshot or the store still shares it).
+    fn task_mut(&mut self) -> &mut Task {
+        Arc::make_mut(&mut self.task)
+    }
+
+    /// The agent's first task event: the task now exists. It is registered, and its starter
+    /// hears back (at once, or when the turn ends).
+    fn begin(&mut self, starter: Starter) {
+        self.exists = true;
+        self.env.registry.insert(self.handle.clone());
+        metrics::counter!("a2a_tasks_started_total").increment(1);
+        track_state(TaskState::Unspecified, TaskState::Submitted);
+        self.dirty = Dirty::State;
+        match starter.reply {
+            Reply::Follow(reply) => {
+                let subscription = Subscription {
+                    snapshot: self.task.clone(),
+                    feed: Feed::new(self.log.clone(), 0, self.env.subscribers.clone()),
+                };
+                let done = starter.done.unwrap_or_else(|| oneshot::channel().1);
+                let _ = reply.send(Ok(Started::Turn(Box::new(Turn { subscription, done }))));
+            }
+            Reply::Settle(reply) => self.settling.push((0, reply)),
+        }
+    }
+
+    fn on_message(&mut self, turn: FollowUp, reply: Reply) {
         let FollowUp { mut message, extensions, metadata, accepted_output_modes } = turn;
         if !message.context_id.is_empty() && message.context_id != self.task.context_id {
-            return Err(A2aError::invalid_field(
+            return reply.send(Err(A2aError::invalid_field(
                 "message.contextId",
                 format!("does not match the context of task {}", self.task.id),
-            ));
+            )));
         }
         message.context_id = self.task.context_id.clone();
-        self.task.history.push(message.clone());
+        self.task_mut().history.push(message.clone());
         self.dirty = Dirty::State;
         let ctx = RequestContext {
             task_id: self.task.id.clone(),
@@ -272,14 +283,33 @@ impl TaskActor {
         };
         let exec = self.next_exec;
         self.next_exec += 1;
-        let abort = spawn_execution(self.env.executor.clone(), ctx, self.handle.tx.clone(), exec);
-        let (done_tx, done) = oneshot::channel();
-        self.executions.insert(exec, Execution { abort, _done: done_tx });
-        Ok(Turn { subscription: self.subscription(), done })
+        let (executor, tx) = (self.env.executor.clone(), self.handle.tx.clone());
+        match reply {
+            Reply::Follow(reply) => {
+                let (done_tx, done) = oneshot::channel();
+                self.executions.start(exec, executor, ctx, tx, Some(done_tx));
+                let turn = Turn { subscription: self.subscription(), done };
+                let _ = reply.send(Ok(Started::Turn(Box::new(turn))));
+            }
+            Reply::Settle(reply) => {
+                self.executions.start(exec, executor, ctx, tx, None);
+                self.settling.push((exec, reply));
+            }
+        }
     }
 
-    fn on_execution_finished(&mut self, exec: u64, result: Result<(), Box<A2aError>>) {
-        self.executions.remove(&exec);
+    fn on_execution_finished(&mut self, exec: u64, result: Result<(), A2aError>) {
+        if let Some(starter) = self.starter.take() {
+            // The execution ended before its first event: there is no task.
+            let error = result.err().unwrap_or_else(|| {
+                A2aError::InvalidAgentResponse(
+                    "the agent finished without creating a task or replying".into(),
+                )
+            });
+            starter.reply.send(Err(error));
+            self.finished = true;
+            return;
+        }
         let state = state_of(self.task.status.as_ref());
         match result {
             Err(error) => self.fail(&format!("the agent failed: {error}")),
@@ -291,11 +321,33 @@ impl TaskActor {
             }
             Ok(()) => {}
         }
+        if settles(state_of(self.task.status.as_ref()))
+            && let Some(i) = self.settling.iter().position(|(e, _)| *e == exec)
+        {
+            let (_, reply) = self.settling.swap_remove(i);
+            let _ = reply.send(Ok(Started::Settled(self.task.clone())));
+        }
+    }
+
+    /// Answers every blocked caller with the task as it is now.
+    fn settle_all(&mut self) {
+        for (_, reply) in self.settling.drain(..) {
+            let _ = reply.send(Ok(Started::Settled(self.task.clone())));
+        }
     }
 
     fn on_agent_event(&mut self, event: AgentEvent) {
+        if let Some(starter) = self.starter.take() {
+            if let AgentEvent::Message(message) = event {
+                // A direct reply: no task.
+                self.executions.abort_all();
+                self.finished = true;
+                return starter.reply.send(Ok(Started::Message(message)));
+            }
+            self.begin(*starter);
+        }
         if let Err(problem) = self.apply(event) {
-            self.abort_executions();
+            self.executions.abort_all();
             self.fail(&format!("invalid agent response: {problem}"));
         }
     }
@@ -352,11 +404,11 @@ impl TaskActor {
         let Some(artifact) = &update.artifact else {
             return;
         };
-        let existing = self.task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id);
-        match existing {
+        let artifacts = &mut self.task_mut().artifacts;
+        match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
             Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
             Some(existing) => *existing = artifact.clone(),
-            None => self.task.artifacts.push(artifact.clone()),
+            None => artifacts.push(artifact.clone()),
         }
     }
 
@@ -379,19 +431,23 @@ impl TaskActor {
             }
             message.task_id = self.task.id.clone();
             message.context_id = self.task.context_id.clone();
-            self.task.history.push(message.clone());
+            self.task_mut().history.push(message.clone());
         }
         let previous = state_of(self.task.status.as_ref());
-        self.task.status = Some(status.clone());
-        track_state(previous, state_of(self.task.status.as_ref()));
+        let state = state_of(Some(&status));
+        self.task_mut().status = Some(status.clone());
+        track_state(previous, state);
         self.publish(Payload::StatusUpdate(TaskStatusUpdateEvent {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
             status: Some(status),
             metadata,
         }));
-        if is_terminal(state_of(self.task.status.as_ref())) {
+        if is_terminal(state) {
             self.finished = true;
+        }
+        if settles(state) {
+            self.settle_all();
         }
     }
 
@@ -423,11 +479,18 @@ impl TaskActor {
             push.enqueue(&self.handle.owner, &self.task.id, event, terminal);
         }
     }
+}
 
-    fn abort_executions(&mut self) {
-        for (_, execution) in self.executions.drain() {
-            execution.abort.abort();
-        }
+/// Whether a blocking SendMessage returns at this state: terminal or interrupted.
+fn settles(state: TaskState) -> bool {
+    is_terminal(state) || is_interrupted(state)
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -435,7 +498,7 @@ impl Drop for TaskActor {
     /// If the actor ends without reaching a terminal state (it panicked), its subscribers must
     /// not wait forever: the log is closed and the task leaves the registry.
     fn drop(&mut self) {
-        if !self.finished {
+        if !self.finished && self.exists {
             self.log.close();
             self.env.registry.remove(&self.task.id);
         }

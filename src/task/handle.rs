@@ -14,11 +14,27 @@ use crate::proto::{Message, Task};
 /// an idle task's memory is dominated by its channel.
 pub(crate) enum Command {
     Agent(Box<AgentEvent>),
-    ExecutionFinished { exec: u64, result: Result<(), Box<A2aError>> },
     Subscribe { reply: oneshot::Sender<Subscription> },
-    Snapshot { reply: oneshot::Sender<Task> },
-    Cancel { reply: oneshot::Sender<Task> },
-    Message { turn: Box<FollowUp>, reply: oneshot::Sender<Result<Turn, A2aError>> },
+    Snapshot { reply: oneshot::Sender<Arc<Task>> },
+    Cancel { reply: oneshot::Sender<Arc<Task>> },
+    Message { turn: Box<FollowUp>, reply: Reply },
+}
+
+/// How a message's sender wants to hear back, and where.
+pub(crate) enum Reply {
+    /// At once, with a [`Turn`] to follow (streaming, or a non-blocking SendMessage).
+    Follow(oneshot::Sender<Result<Started, A2aError>>),
+    /// Once the turn has ended, with the task then (a blocking SendMessage): when the task is
+    /// terminal or interrupted, or when this message's execution has returned while the task
+    /// waits.
+    Settle(oneshot::Sender<Result<Started, A2aError>>),
+}
+
+impl Reply {
+    pub(crate) fn send(self, started: Result<Started, A2aError>) {
+        let (Self::Follow(reply) | Self::Settle(reply)) = self;
+        let _ = reply.send(started);
+    }
 }
 
 /// A follow-up user message and what the executor needs to know about its call.
@@ -32,7 +48,7 @@ pub(crate) struct FollowUp {
 /// A subscriber's start: the task as of some sequence number, and every event after it.
 pub struct Subscription {
     /// The task at the moment of subscribing.
-    pub snapshot: Task,
+    pub snapshot: Arc<Task>,
     /// The events after the snapshot, ending after the terminal event.
     pub feed: Feed,
 }
@@ -46,17 +62,14 @@ pub struct Turn {
     pub done: oneshot::Receiver<()>,
 }
 
-/// The outcome of a message that starts a new task.
+/// What a message led to.
 pub enum Started {
-    /// The agent answered with a direct message; no task exists.
+    /// The agent answered a new message with a direct message; no task exists.
     Message(Message),
-    /// The task exists and is live.
-    Task {
-        /// Its actor.
-        handle: TaskHandle,
-        /// The caller's view of it, from before the agent's first event.
-        turn: Box<Turn>,
-    },
+    /// The task is live; follow it from here ([`Reply::Follow`]).
+    Turn(Box<Turn>),
+    /// The task as the message's turn ended ([`Reply::Settle`]).
+    Settled(Arc<Task>),
 }
 
 /// A cheap, cloneable reference to a live task's actor. Every method returns `None` when the
@@ -102,17 +115,27 @@ impl TaskHandle {
     }
 
     /// The task now.
-    pub async fn snapshot(&self) -> Option<Task> {
+    pub async fn snapshot(&self) -> Option<Arc<Task>> {
         self.ask(|reply| Command::Snapshot { reply }).await
     }
 
     /// Cancels the task; the CANCELED task.
-    pub async fn cancel(&self) -> Option<Task> {
+    pub async fn cancel(&self) -> Option<Arc<Task>> {
         self.ask(|reply| Command::Cancel { reply }).await
     }
 
-    pub(crate) async fn send_message(&self, turn: FollowUp) -> Option<Result<Turn, A2aError>> {
-        self.ask(|reply| Command::Message { turn: Box::new(turn), reply }).await
+    /// Hands a follow-up message to the task; answered as `settle` asks (see [`Reply`]).
+    pub(crate) async fn send_message(
+        &self,
+        turn: FollowUp,
+        settle: bool,
+    ) -> Option<Result<Started, A2aError>> {
+        let turn = Box::new(turn);
+        self.ask(|reply| Command::Message {
+            turn,
+            reply: if settle { Reply::Settle(reply) } else { Reply::Follow(reply) },
+        })
+        .await
     }
 }
 

@@ -1,6 +1,7 @@
 //! Tasks: their lifecycle rules, the per-task actor, its event log, the registry of live
 //! actors and the store of task state.
 pub mod actor;
+mod execution;
 pub mod handle;
 pub mod log;
 pub mod registry;

@@ -1,6 +1,6 @@
 //! The default, in-process task store, with bounded retention of finished tasks.
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -28,7 +28,7 @@ impl Default for Retention {
 
 struct Record {
     owner: Owner,
-    task: Task,
+    task: Arc<Task>,
 }
 
 #[derive(Default)]
@@ -78,15 +78,20 @@ impl State {
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn save(&self, owner: &Owner, task: &Task) -> Result<(), A2aError> {
+    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
         let now = Instant::now();
         let finished = is_terminal(state_of(task.status.as_ref()));
-        let record = Record { owner: owner.clone(), task: task.clone() };
         let (previous, evicted) = {
             let mut state = self.lock();
-            let previous = state.tasks.insert(task.id.clone(), record);
-            let was_finished =
-                previous.as_ref().is_some_and(|r| is_terminal(state_of(r.task.status.as_ref())));
+            let previous = match state.tasks.get_mut(&task.id) {
+                Some(record) => Some(std::mem::replace(&mut record.task, task.clone())),
+                None => {
+                    let record = Record { owner: owner.clone(), task: task.clone() };
+                    state.tasks.insert(task.id.clone(), record);
+                    None
+                }
+            };
+            let was_finished = previous.as_ref().is_some_and(|t| is_terminal(state_of(t.status.as_ref())));
             if finished && !was_finished {
                 state.finished.push_back((task.id.clone(), now));
             }
@@ -96,7 +101,7 @@ impl TaskStore for MemoryStore {
         Ok(())
     }
 
-    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Task>, A2aError> {
+    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
         let mut state = self.lock();
         state.evict(&self.retention, Instant::now());
         Ok(state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone()))
@@ -111,7 +116,7 @@ impl TaskStore for MemoryStore {
             .tasks
             .values()
             .filter(|r| &r.owner == owner)
-            .map(|r| &r.task)
+            .map(|r| &*r.task)
             .filter(|t| query.context_id.as_ref().is_none_or(|c| &t.context_id == c))
             .filter(|t| query.state.is_none_or(|s| state_of(t.status.as_ref()) == s))
             .map(|t| (Cursor::of(t), t))
@@ -126,7 +131,7 @@ impl TaskStore for MemoryStore {
         let page: Vec<_> = matches[start..].iter().take(query.page_size).collect();
         let next =
             (start + page.len() < matches.len()).then(|| page.last().map(|(c, _)| c.clone())).flatten();
-        let tasks = page.into_iter().map(|(_, t)| (*t).clone()).collect();
+        let tasks = page.into_iter().map(|(_, t)| Task::clone(t)).collect();
         drop(matches);
         drop(state);
         drop(evicted);

@@ -3,6 +3,8 @@
 //! one for multi-replica deployments.
 pub mod memory;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use base64::Engine;
 
@@ -86,10 +88,11 @@ pub fn status_nanos(task: &Task) -> i128 {
 /// Storage of task state, scoped by owner.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Inserts or replaces a task.
-    async fn save(&self, owner: &Owner, task: &Task) -> Result<(), A2aError>;
+    /// Inserts or replaces a task. The task comes shared: its actor keeps using it (and copies
+    /// it only when it changes again), so an in-memory store can keep it without a copy.
+    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError>;
     /// The task, if it exists and belongs to `owner`.
-    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Task>, A2aError>;
+    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError>;
     /// A page of `owner`'s tasks matching `query`.
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError>;
 
