@@ -3,8 +3,10 @@
 //! Every binding wraps each call in [`observe`], so requests are counted and timed the same
 //! way whatever the wire: by method, binding and outcome (the A2A error reason, or `ok`).
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
+
+use metrics::{Counter, Gauge, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
@@ -15,7 +17,7 @@ use crate::error::A2aError;
 use crate::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState,
 };
 use crate::push::PushStats;
 
@@ -139,9 +141,98 @@ where
         Err(error) => error.reason(),
     };
     span.in_scope(|| tracing::debug!(outcome, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request"));
-    metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => outcome)
-        .increment(1);
-    metrics::histogram!("a2a_request_duration_seconds", "binding" => binding, "method" => method)
-        .record(elapsed.as_secs_f64());
+    let handles = call_metrics(binding, method);
+    match outcome {
+        "ok" => handles.ok.increment(1),
+        outcome => {
+            metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => outcome)
+                .increment(1)
+        }
+    }
+    handles.duration.record(elapsed.as_secs_f64());
     result
+}
+
+/// The handles of one method on one binding. Looking a metric up by name and labels costs
+/// more than the rest of a request's bookkeeping, so the hot ones are looked up once.
+struct CallMetrics {
+    binding: &'static str,
+    method: &'static str,
+    ok: Counter,
+    duration: Histogram,
+}
+
+fn call_metrics(binding: &'static str, method: &'static str) -> &'static CallMetrics {
+    static CALLS: RwLock<Vec<&'static CallMetrics>> = RwLock::new(Vec::new());
+    let find = |calls: &[&'static CallMetrics]| {
+        calls.iter().copied().find(|c| c.binding == binding && c.method == method)
+    };
+    if let Some(found) = find(&CALLS.read().unwrap_or_else(|e| e.into_inner())) {
+        return found;
+    }
+    let mut calls = CALLS.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = find(&calls) {
+        return found;
+    }
+    prometheus();
+    // At most one per method and binding, for the life of the process.
+    let created: &'static CallMetrics = Box::leak(Box::new(CallMetrics {
+        binding,
+        method,
+        ok: metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => "ok"),
+        duration: metrics::histogram!("a2a_request_duration_seconds", "binding" => binding, "method" => method),
+    }));
+    calls.push(created);
+    created
+}
+
+/// The handles the task actors update on every task and event.
+pub(crate) struct TaskMetrics {
+    /// `a2a_tasks_started_total`.
+    pub started: Counter,
+    /// `a2a_events_total`.
+    pub events: Counter,
+    /// `a2a_tasks{state}` by state number, for the states a live task can be in.
+    live: Vec<Option<Gauge>>,
+    /// `a2a_tasks_finished_total{state}` by state number, for the terminal states.
+    finished: Vec<Option<Counter>>,
+}
+
+impl TaskMetrics {
+    /// The process-wide handles (the Prometheus recorder is installed first, unless the
+    /// application installed its own).
+    pub fn get() -> &'static TaskMetrics {
+        static TASKS: OnceLock<TaskMetrics> = OnceLock::new();
+        TASKS.get_or_init(|| {
+            prometheus();
+            let states = (0..=TaskState::AuthRequired as i32).map(|n| TaskState::try_from(n).ok());
+            let (mut live, mut finished) = (Vec::new(), Vec::new());
+            for state in states {
+                let state = state.filter(|s| *s != TaskState::Unspecified);
+                let terminal = state.filter(|s| crate::task::is_terminal(*s));
+                let waiting = state.filter(|s| !crate::task::is_terminal(*s));
+                live.push(waiting.map(|s| metrics::gauge!("a2a_tasks", "state" => s.as_str_name())));
+                finished.push(
+                    terminal
+                        .map(|s| metrics::counter!("a2a_tasks_finished_total", "state" => s.as_str_name())),
+                );
+            }
+            TaskMetrics {
+                started: metrics::counter!("a2a_tasks_started_total"),
+                events: metrics::counter!("a2a_events_total"),
+                live,
+                finished,
+            }
+        })
+    }
+
+    /// The live-tasks gauge of `state` (none for UNSPECIFIED and terminal states).
+    pub fn live(&self, state: TaskState) -> Option<&Gauge> {
+        self.live.get(state as usize).and_then(Option::as_ref)
+    }
+
+    /// The finished-tasks counter of a terminal `state`.
+    pub fn finished(&self, state: TaskState) -> Option<&Counter> {
+        self.finished.get(state as usize).and_then(Option::as_ref)
+    }
 }

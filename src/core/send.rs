@@ -137,6 +137,7 @@ async fn begin(
     };
     start_task(core.env.clone(), owner, ctx, settle)
         .await
+        .await
         .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
 }
 

@@ -7,7 +7,10 @@
 //! subscription is answered with the snapshot and the log position it reflects in one step:
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -25,6 +28,7 @@ use crate::proto::{
     TaskStatusUpdateEvent, stream_response::Payload,
 };
 use crate::push::PushDispatcher;
+use crate::telemetry::TaskMetrics;
 
 /// What every actor shares: the agent, the store, the registry and the limits.
 pub struct TaskEnv {
@@ -50,7 +54,11 @@ pub struct TaskEnv {
 /// `settle` asks (see [`Reply`]). If the agent's first event is a message, that is the answer
 /// and no task ever exists; otherwise the actor registers the task and lives until it is
 /// terminal.
-pub fn start_task(
+///
+/// The actor first runs right here, in the caller's task, until it has to wait; only then is
+/// it spawned. An agent that answers without waiting has finished by then, so a quick task
+/// costs no spawn and its caller's answer is already there.
+pub async fn start_task(
     env: Arc<TaskEnv>,
     owner: Owner,
     ctx: RequestContext,
@@ -83,7 +91,17 @@ pub fn start_task(
         finished: false,
         env,
     };
-    tokio::spawn(actor.run());
+    let mut run = Box::pin(actor.run());
+    let first = std::future::poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))))
+    })
+    .await;
+    match first {
+        Ok(Poll::Pending) => drop(tokio::spawn(run)),
+        Ok(Poll::Ready(())) => {}
+        // The actor's own bug: its drop cleans up, and the caller's receiver says it ended.
+        Err(_) => tracing::error!("a task actor panicked"),
+    }
     reply_rx
 }
 
@@ -92,11 +110,12 @@ fn track_state(from: TaskState, to: TaskState) {
     if from == to {
         return;
     }
-    if from != TaskState::Unspecified && !is_terminal(from) {
-        metrics::gauge!("a2a_tasks", "state" => from.as_str_name()).decrement(1.0);
+    let metrics = TaskMetrics::get();
+    if let Some(gauge) = metrics.live(from) {
+        gauge.decrement(1.0);
     }
-    if to != TaskState::Unspecified && !is_terminal(to) {
-        metrics::gauge!("a2a_tasks", "state" => to.as_str_name()).increment(1.0);
+    if let Some(gauge) = metrics.live(to) {
+        gauge.increment(1.0);
     }
 }
 
@@ -179,7 +198,9 @@ impl TaskActor {
         self.settle_all();
         let state = state_of(self.task.status.as_ref());
         track_state(state, TaskState::Unspecified);
-        metrics::counter!("a2a_tasks_finished_total", "state" => state.as_str_name()).increment(1);
+        if let Some(counter) = TaskMetrics::get().finished(state) {
+            counter.increment(1);
+        }
     }
 
     /// Handles every command already queued.
@@ -243,7 +264,7 @@ impl TaskActor {
     fn begin(&mut self, starter: Starter) {
         self.exists = true;
         self.env.registry.insert(self.handle.clone());
-        metrics::counter!("a2a_tasks_started_total").increment(1);
+        TaskMetrics::get().started.increment(1);
         track_state(TaskState::Unspecified, TaskState::Submitted);
         self.dirty = Dirty::State;
         match starter.reply {
@@ -472,7 +493,7 @@ impl TaskActor {
             (Payload::ArtifactUpdate(_), dirty) => dirty,
             _ => Dirty::State,
         };
-        metrics::counter!("a2a_events_total").increment(1);
+        TaskMetrics::get().events.increment(1);
         let event = self.log.append(StreamResponse { payload: Some(payload) });
         if let Some(push) = &self.env.push {
             let terminal = event.state().is_some_and(is_terminal);
