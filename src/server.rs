@@ -19,7 +19,7 @@ use crate::core::Core;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::transport::card::CardService;
 use crate::transport::grpc::GrpcBinding;
-use crate::transport::grpc_stream::A2aGrpc;
+use crate::transport::grpc_shared::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::rest;
 

@@ -4,6 +4,8 @@
 //! [`CallContext`], calls one method here, and encodes what comes back. Nothing in this module
 //! knows about gRPC, HTTP or JSON.
 mod send;
+
+pub use send::SendOutcome;
 mod validate;
 
 use std::sync::Arc;
@@ -149,6 +151,15 @@ impl Core {
         call: &CallContext,
         request: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2aError> {
+        self.send_message_shared(call, request).await.map(SendOutcome::into_response)
+    }
+
+    /// SendMessage, answering with the task shared (no copy of it is made for the answer).
+    pub async fn send_message_shared(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<SendOutcome, A2aError> {
         self.admit(call)?;
         send::send_message(self, call, request).await
     }
@@ -167,15 +178,22 @@ impl Core {
 
     /// GetTask.
     pub async fn get_task(&self, call: &CallContext, request: GetTaskRequest) -> Result<Task, A2aError> {
+        self.get_task_shared(call, request).await.map(Arc::unwrap_or_clone)
+    }
+
+    /// GetTask, answering with the task shared (no copy of it is made for the answer).
+    pub async fn get_task_shared(
+        &self,
+        call: &CallContext,
+        request: GetTaskRequest,
+    ) -> Result<Arc<Task>, A2aError> {
         self.admit(call)?;
         let mut v = Violations::default();
         v.require_id("id", &request.id);
         v.non_negative("historyLength", request.history_length);
         v.into_result()?;
         let task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
-        let mut task = Arc::unwrap_or_clone(task);
-        trim_history(&mut task, request.history_length);
-        Ok(task)
+        Ok(send::trimmed(task, request.history_length))
     }
 
     /// ListTasks: the caller's tasks, newest status first, cursor-paginated.

@@ -10,8 +10,8 @@ use crate::agent::RequestContext;
 use crate::call::CallContext;
 use crate::error::A2aError;
 use crate::proto::{
-    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig, TaskState,
-    TaskStatus, send_message_response, stream_response::Payload,
+    Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
+    TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::actor::start_task;
 use crate::task::handle::{FollowUp, Started, Subscription, Turn};
@@ -19,26 +19,48 @@ use crate::task::log::TaskEvent;
 use crate::task::view::trim_history;
 use crate::task::{is_interrupted, is_terminal, now, state_of};
 
+/// What SendMessage answers, with the task shared rather than copied: the gRPC binding
+/// encodes it straight from the copy the actor and the store share.
+pub enum SendOutcome {
+    /// The agent's direct reply; no task exists.
+    Message(Message),
+    /// The task (trimmed to the requested history length).
+    Task(Arc<Task>),
+}
+
+impl SendOutcome {
+    /// The response message (copying the task if it is still shared).
+    pub fn into_response(self) -> SendMessageResponse {
+        let payload = match self {
+            Self::Message(message) => send_message_response::Payload::Message(message),
+            Self::Task(task) => send_message_response::Payload::Task(Arc::unwrap_or_clone(task)),
+        };
+        SendMessageResponse { payload: Some(payload) }
+    }
+}
+
 pub(super) async fn send_message(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
-) -> Result<SendMessageResponse, A2aError> {
+) -> Result<SendOutcome, A2aError> {
     let configuration = request.configuration.as_ref();
     let return_immediately = configuration.is_some_and(|c| c.return_immediately);
     let history_length = configuration.and_then(|c| c.history_length);
     let task = match begin(core, call, request, !return_immediately).await? {
-        Started::Message(message) => {
-            return Ok(SendMessageResponse {
-                payload: Some(send_message_response::Payload::Message(message)),
-            });
-        }
+        Started::Message(message) => return Ok(SendOutcome::Message(message)),
         Started::Turn(turn) => turn.subscription.snapshot,
         Started::Settled(task) => task,
     };
-    let mut task = Arc::unwrap_or_clone(task);
-    trim_history(&mut task, history_length);
-    Ok(SendMessageResponse { payload: Some(send_message_response::Payload::Task(task)) })
+    Ok(SendOutcome::Task(trimmed(task, history_length)))
+}
+
+/// The task with at most `history_length` messages of history, copied only if that cuts it.
+pub(super) fn trimmed(mut task: Arc<Task>, history_length: Option<i32>) -> Arc<Task> {
+    if history_length.is_some_and(|n| (n.max(0) as usize) < task.history.len()) {
+        trim_history(Arc::make_mut(&mut task), history_length);
+    }
+    task
 }
 
 pub(super) async fn send_streaming_message(
