@@ -72,6 +72,9 @@ pub struct EventLog {
     max_bytes: usize,
     ring: RwLock<Ring>,
     head: watch::Sender<u64>,
+    /// Feeds reading this log. With none, no event is kept: a new feed starts after the
+    /// newest event, so an idle task nobody follows holds no events at all.
+    feeds: AtomicUsize,
 }
 
 impl EventLog {
@@ -86,6 +89,7 @@ impl EventLog {
             max_bytes,
             ring: RwLock::new(Ring { events: VecDeque::new(), bytes: 0, last_seq: 0, closed: false }),
             head,
+            feeds: AtomicUsize::new(0),
         }
     }
 
@@ -94,8 +98,15 @@ impl EventLog {
         let event = {
             let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             ring.last_seq += 1;
-            let size = prost::Message::encoded_len(&response);
             let event = Arc::new(TaskEvent::new(ring.last_seq, response));
+            // Feeds are made by the actor, which is also the only appender: no feed can appear
+            // between this check and the push.
+            if self.feeds.load(Ordering::Relaxed) == 0 {
+                ring.events.clear();
+                ring.bytes = 0;
+                return event;
+            }
+            let size = prost::Message::encoded_len(&event.response);
             ring.events.push_back(event.clone());
             ring.bytes += size;
             while ring.events.len() > self.capacity || (ring.bytes > self.max_bytes && ring.events.len() > 1)
@@ -180,6 +191,7 @@ pub struct Feed {
 impl Feed {
     /// A feed that yields every event after `cursor`.
     pub fn new(log: Arc<EventLog>, cursor: u64, count: Arc<SubscriberCount>) -> Self {
+        log.feeds.fetch_add(1, Ordering::Relaxed);
         let head = log.head.subscribe();
         Self {
             log,
@@ -231,6 +243,12 @@ impl Feed {
                 }
             }
         }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.log.feeds.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -307,9 +325,25 @@ mod tests {
             other => panic!("expected a lag error, got {other:?}"),
         }
         let tiny = Arc::new(EventLog::new("t".into(), 1000, 1));
-        tiny.append(status(TaskState::Working));
         let mut feed = Feed::new(tiny.clone(), 0, Arc::new(SubscriberCount::default()));
+        tiny.append(status(TaskState::Working));
         assert_eq!(feed.next().await.unwrap().unwrap().seq, 1, "the newest event always stays");
+    }
+
+    #[tokio::test]
+    async fn a_log_nobody_reads_keeps_no_events() {
+        let log = Arc::new(EventLog::new("t".into(), 16, usize::MAX));
+        log.append(status(TaskState::Working));
+        log.append(chunk());
+        assert_eq!(log.ring.read().unwrap().events.len(), 0);
+        let mut feed = Feed::new(log.clone(), log.last_seq(), Arc::new(SubscriberCount::default()));
+        log.append(status(TaskState::Completed));
+        log.close();
+        assert_eq!(feed.next().await.unwrap().unwrap().seq, 3, "a feed gets what follows it");
+        assert!(feed.next().await.is_none());
+        drop(feed);
+        log.append(chunk());
+        assert_eq!(log.ring.read().unwrap().events.len(), 0, "kept again only while read");
     }
 
     #[test]

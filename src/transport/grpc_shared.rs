@@ -17,7 +17,7 @@ use bytes::{Buf, BufMut, Bytes};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http;
 use tonic::server::{Grpc, NamedService, ServerStreamingService, UnaryService};
 use tonic::{Request, Response, Status};
@@ -227,7 +227,17 @@ impl<Resp: WireEncode> Encoder for SharedEncoder<Resp> {
         item.encode_to(dst);
         Ok(())
     }
+
+    /// A stream keeps its encode buffer for life, so an idle subscriber holds all of it: 1 KiB
+    /// (which grows when a larger message comes) rather than tonic's default 8 KiB saves about
+    /// 3 KiB of resident memory per open stream.
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::new(ENCODE_BUFFER, 32 * 1024)
+    }
 }
+
+/// Initial size of a response's encode buffer.
+const ENCODE_BUFFER: usize = 1024;
 
 struct RequestDecoder<Req>(PhantomData<Req>);
 
