@@ -78,7 +78,7 @@ pub async fn start_task(
         Starter { reply: Reply::Follow(reply_tx), done: Some(done) }
     };
     let actor = TaskActor {
-        log: Arc::new(EventLog::new(task.id.clone(), env.log_capacity, env.log_bytes)),
+        log: Arc::new(EventLog::new(handle.id.clone(), env.log_capacity, env.log_bytes)),
         task,
         handle,
         rx,

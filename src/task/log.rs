@@ -1,6 +1,6 @@
 //! The per-task event log: every event the actor publishes, numbered, kept in a bounded ring.
 //!
-//! The log *is* the fan-out. The actor appends and bumps a watch channel; each subscriber keeps
+//! The log *is* the fan-out. The actor appends and wakes the waiting readers; each subscriber keeps
 //! a cursor (the last sequence number it has seen) and reads forward from it. No subscriber has
 //! a queue of its own, so a subscriber that stops reading costs nothing but its cursor and never
 //! delays the agent or anyone else. One that falls further behind than the ring reaches is told
@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, TaskState, stream_response::Payload};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// One published event of a task, with its per-task sequence number (starting at 1).
 #[derive(Debug)]
@@ -67,11 +67,13 @@ struct Ring {
 
 /// A bounded, sequenced, append-only (by the actor) event log shared with subscribers.
 pub struct EventLog {
-    task_id: String,
+    task_id: Arc<str>,
     capacity: usize,
     max_bytes: usize,
     ring: RwLock<Ring>,
-    head: watch::Sender<u64>,
+    /// Wakes the feeds waiting for an event (one `Notify`: a watch channel would cost about
+    /// 300 bytes more per task).
+    appended: Notify,
     /// Feeds reading this log. With none, no event is kept: a new feed starts after the
     /// newest event, so an idle task nobody follows holds no events at all.
     feeds: AtomicUsize,
@@ -81,14 +83,13 @@ impl EventLog {
     /// An empty log keeping at most `capacity` events and about `max_bytes` of them (by
     /// encoded size; the newest event is always kept), so that a task emitting large artifacts
     /// cannot hold `capacity` times its largest event.
-    pub fn new(task_id: String, capacity: usize, max_bytes: usize) -> Self {
-        let (head, _) = watch::channel(0);
+    pub fn new(task_id: Arc<str>, capacity: usize, max_bytes: usize) -> Self {
         Self {
             task_id,
             capacity: capacity.max(1),
             max_bytes,
             ring: RwLock::new(Ring { events: VecDeque::new(), bytes: 0, last_seq: 0, closed: false }),
-            head,
+            appended: Notify::new(),
             feeds: AtomicUsize::new(0),
         }
     }
@@ -117,14 +118,14 @@ impl EventLog {
             }
             event
         };
-        self.head.send_replace(event.seq);
+        self.appended.notify_waiters();
         event
     }
 
     /// Marks the end of the stream: readers stop after the last event.
     pub fn close(&self) {
         self.ring.write().unwrap_or_else(|e| e.into_inner()).closed = true;
-        self.head.send_modify(|_| {});
+        self.appended.notify_waiters();
     }
 
     /// Sequence number of the newest event.
@@ -138,7 +139,7 @@ impl EventLog {
         let first_seq = ring.last_seq + 1 - ring.events.len() as u64;
         if cursor + 1 < first_seq {
             return Err(A2aError::SubscriberLagged {
-                task_id: self.task_id.clone(),
+                task_id: self.task_id.to_string(),
                 missed: first_seq - cursor - 1,
             });
         }
@@ -182,7 +183,6 @@ const BATCH: usize = 64;
 pub struct Feed {
     log: Arc<EventLog>,
     cursor: u64,
-    head: watch::Receiver<u64>,
     pending: std::vec::IntoIter<Arc<TaskEvent>>,
     done: bool,
     _count: CountGuard,
@@ -192,15 +192,7 @@ impl Feed {
     /// A feed that yields every event after `cursor`.
     pub fn new(log: Arc<EventLog>, cursor: u64, count: Arc<SubscriberCount>) -> Self {
         log.feeds.fetch_add(1, Ordering::Relaxed);
-        let head = log.head.subscribe();
-        Self {
-            log,
-            cursor,
-            head,
-            pending: Vec::new().into_iter(),
-            done: false,
-            _count: CountGuard::new(count),
-        }
+        Self { log, cursor, pending: Vec::new().into_iter(), done: false, _count: CountGuard::new(count) }
     }
 
     /// The sequence number of the last event this feed has yielded (or started after).
@@ -219,9 +211,11 @@ impl Feed {
             if self.done {
                 return None;
             }
-            // Mark the current head as seen *before* reading, so an append that lands after the
+            // Register for the next append *before* reading, so an append that lands after the
             // read still wakes us below.
-            self.head.borrow_and_update();
+            let appended = self.log.appended.notified();
+            let mut appended = std::pin::pin!(appended);
+            appended.as_mut().enable();
             match self.log.read_after(self.cursor, BATCH) {
                 Err(lagged) => {
                     metrics::counter!("a2a_subscriber_lag_disconnects_total").increment(1);
@@ -234,10 +228,9 @@ impl Feed {
                         metrics::counter!("a2a_subscriber_catchups_total").increment(1);
                     }
                     self.done = ended;
-                    if batch.is_empty() && !ended && self.head.changed().await.is_err() {
-                        // The actor is gone without closing the log (it panicked or was aborted).
-                        self.done = true;
-                        return Some(Err(A2aError::Internal("the task's actor stopped".into())));
+                    if batch.is_empty() && !ended {
+                        appended.await;
+                        continue;
                     }
                     self.pending = batch.into_iter();
                 }

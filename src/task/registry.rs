@@ -1,6 +1,6 @@
 //! The live tasks: task id → handle of the actor that owns it.
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use super::handle::TaskHandle;
 use crate::call::Owner;
@@ -9,7 +9,8 @@ use crate::call::Owner;
 /// its final state is in the store, so a task is always found in one place or the other.
 #[derive(Default)]
 pub struct Registry {
-    tasks: RwLock<HashMap<String, TaskHandle>>,
+    /// Keyed by the handle's own id, so the key costs no allocation of its own.
+    tasks: RwLock<HashMap<Arc<str>, TaskHandle>>,
 }
 
 impl Registry {
@@ -21,7 +22,7 @@ impl Registry {
 
     pub(crate) fn insert(&self, handle: TaskHandle) {
         let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
-        tasks.insert(handle.id().to_owned(), handle);
+        tasks.insert(handle.id.clone(), handle);
     }
 
     pub(crate) fn remove(&self, task_id: &str) {
