@@ -54,6 +54,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_bytes: u64,
 
+    /// Seconds a task waiting for input (nothing running, nobody subscribed) keeps its actor
+    /// before hibernating to the store (revived by the next call that needs it); 0: never.
+    #[arg(long, env = "A2A_TASK_IDLE_SECS", default_value_t = 60)]
+    pub task_idle_secs: u64,
+
     /// Serve the HTTP side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes) on this address
     /// instead of sharing --listen.
     #[arg(long, env = "A2A_HTTP_LISTEN")]
@@ -325,6 +330,7 @@ impl Config {
         CoreSettings {
             event_log_capacity: self.event_log_capacity as usize,
             event_log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
+            idle_timeout: (self.task_idle_secs > 0).then(|| Duration::from_secs(self.task_idle_secs)),
             push_notifications: self.push,
             push,
             ..CoreSettings::default()

@@ -192,6 +192,10 @@ pub(crate) struct TaskMetrics {
     pub started: Counter,
     /// `a2a_events_total`.
     pub events: Counter,
+    /// `a2a_tasks_hibernated_total`: idle waiting tasks whose actor went to the store.
+    pub hibernated: Counter,
+    /// `a2a_tasks_revived_total`: hibernated tasks given an actor again.
+    pub revived: Counter,
     /// `a2a_tasks{state}` by state number, for the states a live task can be in.
     live: Vec<Option<Gauge>>,
     /// `a2a_tasks_finished_total{state}` by state number, for the terminal states.
@@ -220,6 +224,8 @@ impl TaskMetrics {
             TaskMetrics {
                 started: metrics::counter!("a2a_tasks_started_total"),
                 events: metrics::counter!("a2a_events_total"),
+                hibernated: metrics::counter!("a2a_tasks_hibernated_total"),
+                revived: metrics::counter!("a2a_tasks_revived_total"),
                 live,
                 finished,
             }

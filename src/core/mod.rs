@@ -22,7 +22,8 @@ use crate::proto::{
     SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
 use crate::push::{PushDispatcher, PushSettings, PushStats};
-use crate::task::actor::TaskEnv;
+use crate::task::actor::{TaskEnv, revive};
+use crate::task::handle::TaskHandle;
 use crate::task::log::{SubscriberCount, TaskEvent};
 use crate::task::registry::Registry;
 use crate::task::store::{Cursor, TaskQuery, TaskStore};
@@ -52,6 +53,10 @@ pub struct CoreSettings {
     pub event_log_bytes: usize,
     /// Commands (agent events included) each task queues before senders wait.
     pub task_queue_capacity: usize,
+    /// How long a task waiting for input (nothing running, nobody subscribed) keeps its actor
+    /// before it hibernates to the store; the next call that needs the actor revives it.
+    /// `None`: never.
+    pub idle_timeout: Option<std::time::Duration>,
     /// How webhooks are delivered when `push_notifications` is on.
     pub push: PushSettings,
 }
@@ -66,6 +71,7 @@ impl Default for CoreSettings {
             event_log_capacity: 4096,
             event_log_bytes: 16 * 1024 * 1024,
             task_queue_capacity: 64,
+            idle_timeout: Some(std::time::Duration::from_secs(60)),
             push: PushSettings::default(),
         }
     }
@@ -96,6 +102,7 @@ impl Core {
             log_capacity: settings.event_log_capacity,
             log_bytes: settings.event_log_bytes,
             channel_capacity: settings.task_queue_capacity.max(1),
+            idle_timeout: settings.idle_timeout,
             push,
         });
         Self { env, settings, shutdown: tokio::sync::watch::Sender::new(false) }
@@ -259,13 +266,22 @@ impl Core {
         self.admit(call)?;
         validate::task_id("id", &request.id)?;
         let owner = call.owner(&request.tenant);
-        if let Some(handle) = self.env.registry.get(&owner, &request.id)
-            && let Some(task) = handle.cancel().await
-        {
-            return Ok(Arc::unwrap_or_clone(task));
+        for _ in 0..ATTEMPTS {
+            match self.locate(&owner, &request.id).await? {
+                Located::Live(handle) => {
+                    if let Some(task) = handle.cancel().await {
+                        return Ok(Arc::unwrap_or_clone(task));
+                    }
+                }
+                Located::Finished(task) => {
+                    return Err(A2aError::TaskNotCancelable {
+                        state: state_name(&task),
+                        task_id: task.id.clone(),
+                    });
+                }
+            }
         }
-        let task = self.stored_task(&owner, &request.id).await?;
-        Err(A2aError::TaskNotCancelable { state: state_name(&task), task_id: task.id.clone() })
+        Err(busy(&request.id))
     }
 
     /// SubscribeToTask: the Task now, then every update until it is terminal.
@@ -278,17 +294,23 @@ impl Core {
         self.require_streaming()?;
         validate::task_id("id", &request.id)?;
         let owner = call.owner(&request.tenant);
-        if let Some(handle) = self.env.registry.get(&owner, &request.id)
-            && let Some(subscription) = handle.subscribe().await
-        {
-            return Ok(send::subscription_stream(subscription, self.shutdown.subscribe()));
+        for _ in 0..ATTEMPTS {
+            match self.locate(&owner, &request.id).await? {
+                Located::Live(handle) => {
+                    if let Some(subscription) = handle.subscribe().await {
+                        return Ok(send::subscription_stream(subscription, self.shutdown.subscribe()));
+                    }
+                }
+                Located::Finished(task) => {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "task {} is in terminal state {}; there is nothing to subscribe to",
+                        task.id,
+                        state_name(&task)
+                    )));
+                }
+            }
         }
-        let task = self.stored_task(&owner, &request.id).await?;
-        Err(A2aError::UnsupportedOperation(format!(
-            "task {} is in terminal state {}; there is nothing to subscribe to",
-            task.id,
-            state_name(&task)
-        )))
+        Err(busy(&request.id))
     }
 
     /// CreateTaskPushNotificationConfig: registers a webhook for an existing task.
@@ -415,7 +437,21 @@ impl Core {
         }
     }
 
-    /// The task as it is now: from its actor while live, else from the store.
+    /// Where a task is: with its actor (revived from the store if it hibernated), or finished.
+    async fn locate(&self, owner: &Owner, task_id: &str) -> Result<Located, A2aError> {
+        if let Some(handle) = self.env.registry.get(owner, task_id) {
+            return Ok(Located::Live(handle));
+        }
+        // An actor leaves the registry only after the store has its last state.
+        let task = self.stored_task(owner, task_id).await?;
+        if finished(&task) {
+            return Ok(Located::Finished(task));
+        }
+        Ok(Located::Live(revive(&self.env, owner.clone(), task)))
+    }
+
+    /// The task as it is now: from its actor while live, else from the store (where a
+    /// hibernated task is as its actor left it).
     async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
         if let Some(handle) = self.env.registry.get(owner, task_id)
             && let Some(task) = handle.snapshot().await
@@ -428,6 +464,20 @@ impl Core {
     async fn stored_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
         self.env.store.get(owner, task_id).await?.ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
     }
+}
+
+/// Where [`Core::locate`] found a task.
+enum Located {
+    Live(TaskHandle),
+    Finished(Arc<Task>),
+}
+
+/// How often a call goes back to the registry when the actor it found has just gone
+/// (finished or hibernated): each time it finds the next state, so a few tries suffice.
+const ATTEMPTS: usize = 3;
+
+fn busy(task_id: &str) -> A2aError {
+    A2aError::Unavailable(format!("task {task_id} kept changing hands; try again"))
 }
 
 /// The task's state as its enum name, for error messages.

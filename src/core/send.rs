@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio::sync::{oneshot, watch};
 
-use super::{Core, EventStream, finished, state_name, validate};
+use super::{ATTEMPTS, Core, EventStream, Located, busy, state_name, validate};
 use crate::agent::RequestContext;
 use crate::call::CallContext;
 use crate::error::A2aError;
@@ -98,29 +98,33 @@ async fn begin(
 
     if !message.task_id.is_empty() {
         let task_id = message.task_id.clone();
-        if let Some(handle) = core.env.registry.get(&owner, &task_id) {
-            if let Some(config) = inline_push {
+        let follow_up = FollowUp {
+            message,
+            extensions: call.extensions.clone(),
+            metadata,
+            accepted_output_modes: configuration.accepted_output_modes,
+        };
+        let mut push = inline_push;
+        for _ in 0..ATTEMPTS {
+            let handle = match core.locate(&owner, &task_id).await? {
+                Located::Live(handle) => handle,
+                Located::Finished(task) => {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "task {task_id} is in terminal state {} and accepts no more messages",
+                        state_name(&task)
+                    )));
+                }
+            };
+            if let Some(config) = push.take() {
                 let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
                 core.register_push_config(&owner, config).await?;
             }
-            let follow_up = FollowUp {
-                message,
-                extensions: call.extensions.clone(),
-                metadata,
-                accepted_output_modes: configuration.accepted_output_modes,
-            };
-            if let Some(started) = handle.send_message(follow_up, settle).await {
+            // A copy, in case the actor is gone before it takes the message.
+            if let Some(started) = handle.send_message(follow_up.clone(), settle).await {
                 return started;
             }
         }
-        let task = core.stored_task(&owner, &task_id).await?;
-        if finished(&task) {
-            return Err(A2aError::UnsupportedOperation(format!(
-                "task {task_id} is in terminal state {} and accepts no more messages",
-                state_name(&task)
-            )));
-        }
-        return Err(A2aError::TaskNotFound(task_id));
+        return Err(busy(&task_id));
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();

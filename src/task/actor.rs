@@ -46,6 +46,8 @@ pub struct TaskEnv {
     pub log_bytes: usize,
     /// Commands (agent events included) queued per task before senders wait.
     pub channel_capacity: usize,
+    /// How long an idle waiting task keeps its actor (`None`: for ever).
+    pub idle_timeout: Option<std::time::Duration>,
     /// Where events go for webhook delivery, when push notifications are on.
     pub push: Option<Arc<PushDispatcher>>,
 }
@@ -77,20 +79,9 @@ pub async fn start_task(
         executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), Some(done_tx));
         Starter { reply: Reply::Follow(reply_tx), done: Some(done) }
     };
-    let actor = TaskActor {
-        log: Arc::new(EventLog::new(handle.id.clone(), env.log_capacity, env.log_bytes)),
-        task,
-        handle,
-        rx,
-        executions,
-        next_exec: 1,
-        settling: Vec::new(),
-        starter: Some(Box::new(starter)),
-        exists: false,
-        dirty: Dirty::Clean,
-        finished: false,
-        env,
-    };
+    let mut actor = TaskActor::new(env, handle, rx, task);
+    actor.executions = executions;
+    actor.starter = Some(Box::new(starter));
     let mut run = Box::pin(actor.run());
     let first = std::future::poll_fn(|cx| {
         Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))))
@@ -103,6 +94,22 @@ pub async fn start_task(
         Err(_) => tracing::error!("a task actor panicked"),
     }
     reply_rx
+}
+
+/// Gives a hibernated task its actor back, from the task as stored; or the actor another
+/// caller revived meanwhile. Registry and revival go together under the registry's lock, so a
+/// task never has two actors.
+pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>) -> TaskHandle {
+    env.registry.get_or_insert_with(&task.id.clone(), || {
+        let (tx, rx) = mpsc::channel(env.channel_capacity);
+        let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
+        let mut actor = TaskActor::new(env.clone(), handle.clone(), rx, task);
+        actor.exists = true;
+        TaskMetrics::get().revived.increment(1);
+        track_state(TaskState::Unspecified, state_of(actor.task.status.as_ref()));
+        drop(tokio::spawn(actor.run()));
+        handle
+    })
 }
 
 /// Moves a task between the live-tasks-by-state gauges (UNSPECIFIED: not counted).
@@ -159,48 +166,115 @@ struct TaskActor {
     dirty: Dirty,
     /// The task reached a terminal state (or never came to exist).
     finished: bool,
+    /// When the actor last had something to do, for the idle timeout.
+    last_active: tokio::time::Instant,
+    /// The task hibernated: the store has it and the actor left the registry.
+    hibernated: bool,
     env: Arc<TaskEnv>,
 }
 
 impl TaskActor {
+    /// An actor with nothing running, not yet existing (see `exists`).
+    fn new(env: Arc<TaskEnv>, handle: TaskHandle, rx: mpsc::Receiver<Command>, task: Arc<Task>) -> Self {
+        Self {
+            log: Arc::new(EventLog::new(handle.id.clone(), env.log_capacity, env.log_bytes)),
+            task,
+            handle,
+            rx,
+            executions: Executions::default(),
+            next_exec: 1,
+            settling: Vec::new(),
+            starter: None,
+            exists: false,
+            dirty: Dirty::Clean,
+            finished: false,
+            last_active: tokio::time::Instant::now(),
+            hibernated: false,
+            env,
+        }
+    }
+
     async fn run(mut self) {
         while !self.finished {
             if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
             }
-            let deadline = match self.dirty {
-                Dirty::Artifacts(since) => {
-                    Some(tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY))
-                }
-                _ => None,
-            };
+            let deadline = self.deadline();
             tokio::select! {
                 biased;
                 command = self.rx.recv() => match command {
-                    Some(command) => self.handle(command).await,
+                    Some(command) => {
+                        self.last_active = tokio::time::Instant::now();
+                        self.handle(command).await
+                    }
                     None => break,
                 },
                 (exec, result) = self.executions.next_finished() => {
                     // Whatever the execution sent before it returned is applied first.
                     self.drain().await;
                     self.on_execution_finished(exec, result);
+                    self.last_active = tokio::time::Instant::now();
                 }
-                _ = sleep_until(deadline) => self.persist().await,
+                _ = sleep_until(deadline) => {
+                    if self.dirty != Dirty::Clean {
+                        self.persist().await;
+                    } else if self.hibernate() {
+                        break;
+                    }
+                }
             }
         }
         self.log.close();
+        if self.hibernated {
+            // Callers that sent a command meanwhile see the actor gone and revive the task.
+            self.rx.close();
+            while self.rx.recv().await.is_some() {}
+            return;
+        }
         if !self.exists {
             return;
         }
         self.dirty = Dirty::State;
         self.persist().await;
-        self.env.registry.remove(&self.task.id);
+        self.env.registry.remove(&self.handle);
         self.settle_all();
         let state = state_of(self.task.status.as_ref());
         track_state(state, TaskState::Unspecified);
         if let Some(counter) = TaskMetrics::get().finished(state) {
             counter.increment(1);
         }
+    }
+
+    /// When the actor must wake without a command: to persist artifact changes, or to see
+    /// whether it may hibernate.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        match self.dirty {
+            Dirty::Artifacts(since) => Some(tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY)),
+            Dirty::State => None,
+            Dirty::Clean => self.env.idle_timeout.filter(|_| self.quiet()).map(|t| self.last_active + t),
+        }
+    }
+
+    /// Waiting for the client with nothing running and no caller waiting.
+    fn quiet(&self) -> bool {
+        self.exists
+            && self.executions.is_empty()
+            && self.settling.is_empty()
+            && is_interrupted(state_of(self.task.status.as_ref()))
+    }
+
+    /// Leaves the registry if nobody follows the task (the store is up to date); otherwise the
+    /// idle clock starts again. Whether it did.
+    fn hibernate(&mut self) -> bool {
+        if !self.quiet() || self.log.feeds() > 0 || !self.rx.is_empty() {
+            self.last_active = tokio::time::Instant::now();
+            return false;
+        }
+        self.env.registry.remove(&self.handle);
+        self.hibernated = true;
+        track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
+        TaskMetrics::get().hibernated.increment(1);
+        true
     }
 
     /// Handles every command already queued.
@@ -519,9 +593,9 @@ impl Drop for TaskActor {
     /// If the actor ends without reaching a terminal state (it panicked), its subscribers must
     /// not wait forever: the log is closed and the task leaves the registry.
     fn drop(&mut self) {
-        if !self.finished && self.exists {
+        if !self.finished && self.exists && !self.hibernated {
             self.log.close();
-            self.env.registry.remove(&self.task.id);
+            self.env.registry.remove(&self.handle);
         }
     }
 }

@@ -38,6 +38,7 @@ impl Reply {
 }
 
 /// A follow-up user message and what the executor needs to know about its call.
+#[derive(Clone)]
 pub(crate) struct FollowUp {
     pub message: Message,
     pub extensions: Vec<String>,

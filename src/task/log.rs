@@ -128,6 +128,11 @@ impl EventLog {
         self.appended.notify_waiters();
     }
 
+    /// How many feeds read this log now.
+    pub fn feeds(&self) -> usize {
+        self.feeds.load(Ordering::Relaxed)
+    }
+
     /// Sequence number of the newest event.
     pub fn last_seq(&self) -> u64 {
         self.ring.read().unwrap_or_else(|e| e.into_inner()).last_seq

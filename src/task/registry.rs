@@ -25,8 +25,24 @@ impl Registry {
         tasks.insert(handle.id.clone(), handle);
     }
 
-    pub(crate) fn remove(&self, task_id: &str) {
-        self.tasks.write().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+    /// Removes `handle`'s task, if the registry still holds that very actor (not one revived
+    /// since).
+    pub(crate) fn remove(&self, handle: &TaskHandle) {
+        let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
+        if tasks.get(handle.id()).is_some_and(|h| h.tx.same_channel(&handle.tx)) {
+            tasks.remove(handle.id());
+        }
+    }
+
+    /// The handle of `task_id`, made by `make` (under the lock) if there is none.
+    pub(crate) fn get_or_insert_with(&self, task_id: &str, make: impl FnOnce() -> TaskHandle) -> TaskHandle {
+        let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(handle) = tasks.get(task_id) {
+            return handle.clone();
+        }
+        let handle = make();
+        tasks.insert(handle.id.clone(), handle.clone());
+        handle
     }
 
     /// How many tasks are live.
