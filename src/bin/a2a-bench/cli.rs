@@ -147,6 +147,9 @@ pub enum Scenario {
     FanOut,
     FirstEvent,
     Memory,
+    /// RSS per parked task once its actor has hibernated (our server only, on a fresh server
+    /// started with a 1 s idle timeout).
+    Hibernate,
     /// Webhook delivery (our server only; not part of the default set, as it turns push on).
     Push,
 }
@@ -182,7 +185,13 @@ impl Plan {
         let events = args.events.unwrap_or(choose(q, 50, 2000));
         Self {
             scenarios: if args.scenarios.is_empty() {
-                vec![Scenario::Unary, Scenario::FanOut, Scenario::FirstEvent, Scenario::Memory]
+                vec![
+                    Scenario::Unary,
+                    Scenario::FanOut,
+                    Scenario::FirstEvent,
+                    Scenario::Memory,
+                    Scenario::Hibernate,
+                ]
             } else {
                 args.scenarios.clone()
             },

@@ -109,9 +109,15 @@ impl Server {
     /// A new instance of a server the benchmark started (for a measurement that must not see
     /// what earlier scenarios left in the heap), or `None` for an external one.
     async fn fresh(&self, what: &str) -> Result<Option<Server>, BoxError> {
+        self.fresh_with(&[], what).await
+    }
+
+    /// [`Self::fresh`], with more arguments for the new process.
+    async fn fresh_with(&self, extra: &[&str], what: &str) -> Result<Option<Server>, BoxError> {
         match &self.recipe {
             Some((program, args)) => {
-                Ok(Some(Server::spawn(program.clone(), args.clone(), self.target.binding, what).await?))
+                let args = args.iter().cloned().chain(extra.iter().map(|a| a.to_string())).collect();
+                Ok(Some(Server::spawn(program.clone(), args, self.target.binding, what).await?))
             }
             None => Ok(None),
         }
@@ -200,6 +206,22 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                     }
                 };
                 rows.extend(report::rows("push", &binding, &params, measured.as_ref(), None));
+            }
+            Scenario::Hibernate => {
+                let p = &plan.memory;
+                let params = format!("M={} idle={}s", p.count, memory::IDLE_SECS);
+                let measured = match hibernate_on(&ours, p).await {
+                    Ok(measured) => measured,
+                    Err(error) => {
+                        run.ok = false;
+                        run.notes.push(format!("hibernate: {error}"));
+                        None
+                    }
+                };
+                if let Some(measured) = &measured {
+                    run.notes.extend(measured.notes.iter().cloned());
+                }
+                rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Memory => {
                 let p = &plan.memory;
@@ -308,6 +330,22 @@ async fn memory_on(
         );
     }
     Ok(Some(measured))
+}
+
+/// The hibernate scenario on a fresh instance of our server with a short idle timeout; skipped
+/// (with a note) for a server this run did not start.
+async fn hibernate_on(server: &Server, p: &memory::MemoryParams) -> Result<Option<Measured>, BoxError> {
+    let idle = memory::IDLE_SECS.to_string();
+    let extra = ["--task-idle-secs", idle.as_str()];
+    let Some(fresh) = server.fresh_with(&extra, "a fresh ours for the hibernate scenario").await? else {
+        return Err("needs --spawn-server (a server started with --task-idle-secs)".into());
+    };
+    let result = match fresh.pid {
+        Some(pid) => memory::hibernated(&fresh.target, pid, p).await,
+        None => Err("the fresh server has no PID".into()),
+    };
+    fresh.stop().await;
+    result.map(Some)
 }
 
 /// Runs one scenario on our server, then on the baseline. A failure becomes a note (and a

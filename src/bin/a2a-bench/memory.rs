@@ -10,6 +10,9 @@
 //!
 //! Then everything is closed and the tasks are completed, so an external server is left as
 //! it was (apart from M finished tasks in its store).
+//!
+//! [`hibernated`] measures what a parked task costs once its actor has hibernated to the
+//! store (our server only: it needs a server started with `--task-idle-secs`).
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -77,6 +80,42 @@ pub async fn memory(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measu
         notes: vec![format!(
             "memory: M={m}, RSS KiB {rss0} → {rss1} (tasks) → {rss2} (+1 stream each) → {rss3} (+M streams on one \
              task), {:.1} s",
+            started.elapsed().as_secs_f64()
+        )],
+    })
+}
+
+/// The idle timeout of the server the hibernate scenario starts (`--task-idle-secs`).
+pub const IDLE_SECS: u64 = 1;
+
+/// The hibernate scenario, on a fresh server started with `--task-idle-secs` [`IDLE_SECS`]:
+/// after a warm-up, RSS₀; M `input` tasks, left to hibernate, RSS₁; M more, RSS₂. The first
+/// delta is an upper bound (the actors' memory, freed when they hibernate, is not all given
+/// back to the OS); the second is the steady cost of one more parked task, since the new
+/// actors reuse what the first batch freed.
+pub async fn hibernated(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measured, BoxError> {
+    let m = p.count.max(1);
+    let conns = target.connect_many(4).await?;
+    let parked = || tokio::time::sleep(Duration::from_millis(IDLE_SECS * 1000 + 1500));
+    let started = Instant::now();
+    within(p.timeout, "warm-up", create_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency)).await?;
+    parked().await;
+    let rss0 = settled_rss_kib(pid).await?;
+    within(p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    parked().await;
+    let rss1 = settled_rss_kib(pid).await?;
+    within(p.timeout, "creating more tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    parked().await;
+    let rss2 = settled_rss_kib(pid).await?;
+    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    Ok(Measured {
+        metrics: vec![
+            Metric::new("per hibernated task, first batch", "KiB", per(rss0, rss1), Better::Lower),
+            Metric::new("per hibernated task, steady", "KiB", per(rss1, rss2), Better::Lower),
+        ],
+        notes: vec![format!(
+            "hibernate: M={m}, idle timeout {IDLE_SECS} s, RSS KiB {rss0} → {rss1} (M parked) → {rss2} (2M parked), \
+             {:.1} s",
             started.elapsed().as_secs_f64()
         )],
     })
