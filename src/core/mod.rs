@@ -126,7 +126,7 @@ impl Core {
         &self.settings
     }
 
-    /// Open subscriptions (streams and blocked calls) right now.
+    /// Open subscriptions (streaming calls following a task) right now.
     pub fn open_subscriptions(&self) -> usize {
         self.env.subscribers.get()
     }
