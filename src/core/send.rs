@@ -7,7 +7,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{ATTEMPTS, Core, EventStream, Located, busy, state_name, validate};
 use crate::agent::RequestContext;
-use crate::call::CallContext;
+use crate::call::{CallContext, Owner};
 use crate::error::A2aError;
 use crate::proto::{
     Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
@@ -97,34 +97,14 @@ async fn begin(
     let owner = call.owner(&tenant);
 
     if !message.task_id.is_empty() {
-        let task_id = message.task_id.clone();
         let follow_up = FollowUp {
             message,
             extensions: call.extensions.clone(),
             metadata,
             accepted_output_modes: configuration.accepted_output_modes,
         };
-        let mut push = inline_push;
-        for _ in 0..ATTEMPTS {
-            let handle = match core.locate(&owner, &task_id).await? {
-                Located::Live(handle) => handle,
-                Located::Finished(task) => {
-                    return Err(A2aError::UnsupportedOperation(format!(
-                        "task {task_id} is in terminal state {} and accepts no more messages",
-                        state_name(&task)
-                    )));
-                }
-            };
-            if let Some(config) = push.take() {
-                let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
-                core.register_push_config(&owner, config).await?;
-            }
-            // A copy, in case the actor is gone before it takes the message.
-            if let Some(started) = handle.send_message(follow_up.clone(), settle).await {
-                return started;
-            }
-        }
-        return Err(busy(&task_id));
+        // Boxed: its state would otherwise enlarge every SendMessage's future.
+        return Box::pin(continue_task(core, owner, follow_up, inline_push, settle)).await;
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();
@@ -136,8 +116,8 @@ async fn begin(
     message.context_id = context_id.clone();
     if let Some(config) = inline_push {
         // Registered before the agent runs, so the webhook sees the task's first event.
-        core.register_push_config(&owner, TaskPushNotificationConfig { task_id: task_id.clone(), ..config })
-            .await?;
+        let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
+        Box::pin(core.register_push_config(&owner, config)).await?;
     }
     let task = Task {
         id: task_id.clone(),
@@ -162,9 +142,41 @@ async fn begin(
         accepted_output_modes: configuration.accepted_output_modes,
     };
     start_task(core.env.clone(), owner, ctx, settle)
+        .run()
         .await
         .await
         .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
+}
+
+/// Hands a follow-up message to the live (or hibernated) task it names.
+async fn continue_task(
+    core: &Core,
+    owner: Owner,
+    follow_up: FollowUp,
+    mut push: Option<TaskPushNotificationConfig>,
+    settle: bool,
+) -> Result<Started, A2aError> {
+    let task_id = follow_up.message.task_id.clone();
+    for _ in 0..ATTEMPTS {
+        let handle = match core.locate(&owner, &task_id).await? {
+            Located::Live(handle) => handle,
+            Located::Finished(task) => {
+                return Err(A2aError::UnsupportedOperation(format!(
+                    "task {task_id} is in terminal state {} and accepts no more messages",
+                    state_name(&task)
+                )));
+            }
+        };
+        if let Some(config) = push.take() {
+            let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
+            core.register_push_config(&owner, config).await?;
+        }
+        // A copy, in case the actor is gone before it takes the message.
+        if let Some(started) = handle.send_message(follow_up.clone(), settle).await {
+            return started;
+        }
+    }
+    Err(busy(&task_id))
 }
 
 /// The snapshot as the stream's first item.

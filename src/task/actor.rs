@@ -9,6 +9,7 @@
 //! or duplicate.
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -60,14 +61,9 @@ pub struct TaskEnv {
 /// The actor first runs right here, in the caller's task, until it has to wait; only then is
 /// it spawned. An agent that answers without waiting has finished by then, so a quick task
 /// costs no spawn and its caller's answer is already there.
-pub async fn start_task(
-    env: Arc<TaskEnv>,
-    owner: Owner,
-    ctx: RequestContext,
-    settle: bool,
-) -> oneshot::Receiver<Result<Started, A2aError>> {
+pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, settle: bool) -> StartingTask {
     let (tx, rx) = mpsc::channel(env.channel_capacity);
-    let (reply_tx, reply_rx) = oneshot::channel();
+    let (reply_tx, reply) = oneshot::channel();
     let task = ctx.task.clone();
     let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
     let mut executions = Executions::default();
@@ -82,18 +78,33 @@ pub async fn start_task(
     let mut actor = TaskActor::new(env, handle, rx, task);
     actor.executions = executions;
     actor.starter = Some(Box::new(starter));
-    let mut run = Box::pin(actor.run());
-    let first = std::future::poll_fn(|cx| {
-        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))))
-    })
-    .await;
-    match first {
-        Ok(Poll::Pending) => drop(tokio::spawn(run)),
-        Ok(Poll::Ready(())) => {}
-        // The actor's own bug: its drop cleans up, and the caller's receiver says it ended.
-        Err(_) => tracing::error!("a task actor panicked"),
+    StartingTask { run: Box::pin(actor.run()), reply }
+}
+
+/// A new task's actor, not yet run, and where its answer will come. Built synchronously so
+/// that the caller's future does not have to hold the request while it waits.
+pub struct StartingTask {
+    run: Pin<Box<dyn Future<Output = ()> + Send>>,
+    reply: oneshot::Receiver<Result<Started, A2aError>>,
+}
+
+impl StartingTask {
+    /// Runs the actor until it first waits (spawning it then), and hands back the receiver of
+    /// its answer.
+    pub async fn run(self) -> oneshot::Receiver<Result<Started, A2aError>> {
+        let Self { mut run, reply } = self;
+        let first = std::future::poll_fn(|cx| {
+            Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))))
+        })
+        .await;
+        match first {
+            Ok(Poll::Pending) => drop(tokio::spawn(run)),
+            Ok(Poll::Ready(())) => {}
+            // The actor's own bug: its drop cleans up, and the caller's receiver says it ended.
+            Err(_) => tracing::error!("a task actor panicked"),
+        }
+        reply
     }
-    reply_rx
 }
 
 /// Gives a hibernated task its actor back, from the task as stored; or the actor another
