@@ -31,6 +31,11 @@ pub struct Config {
     #[arg(long, env = "A2A_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// Export request spans to this OTLP/gRPC collector (e.g. `http://collector:4317`), each
+    /// parented on the client's `traceparent`. Needs a build with `--features otel`.
+    #[arg(long, env = "A2A_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     /// Log filter, e.g. `info` or `a2a_server=debug,info`.
     #[arg(long, env = "A2A_LOG_LEVEL", default_value = "info")]
     pub log_level: String,

@@ -17,7 +17,8 @@
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
-//! - [`telemetry`]: Prometheus metrics and a tracing span per request.
+//! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
+//!   `otel`): those spans exported over OTLP.
 //! - [`server`] and [`config`]: assembling the listener; the command line.
 pub mod agent;
 pub mod call;
@@ -25,6 +26,8 @@ pub mod card;
 pub mod config;
 pub mod core;
 pub mod error;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod proto;
 pub mod push;
 pub mod server;

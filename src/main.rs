@@ -11,7 +11,7 @@ use a2a_server::task::store::MemoryStore;
 use a2a_server::{card, proto::AgentCard};
 use clap::Parser;
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// The server allocates per call and per event; mimalloc's thread-local free lists cut the
 /// allocator's share of CPU time (about a quarter of it with glibc's, in profiles). Version 2
@@ -23,8 +23,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() {
     let config = Config::parse();
-    init_logging(&config);
-    if let Err(error) = run(config).await {
+    let tracing = init_logging(&config);
+    let result = run(config).await;
+    tracing.shutdown();
+    if let Err(error) = result {
         tracing::error!(%error, "a2a-server stopped");
         eprintln!("a2a-server: {error}");
         std::process::exit(1);
@@ -37,13 +39,51 @@ fn config_error(message: impl std::fmt::Display) -> ! {
     std::process::exit(2);
 }
 
-fn init_logging(config: &Config) {
+/// What logging keeps running: the OpenTelemetry pipeline, when there is one.
+struct Tracing {
+    #[cfg(feature = "otel")]
+    otel: Option<a2a_server::otel::Otel>,
+}
+
+impl Tracing {
+    /// Exports the spans still queued.
+    fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(otel) = self.otel {
+            otel.shutdown();
+        }
+    }
+}
+
+fn init_logging(config: &Config) -> Tracing {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = EnvFilter::try_new(&config.log_level)
         .unwrap_or_else(|error| config_error(format!("invalid --log-level {:?}: {error}", config.log_level)));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match config.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match config.log_format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    #[cfg(feature = "otel")]
+    {
+        let otel = config.otlp_endpoint.as_deref().map(|endpoint| {
+            a2a_server::otel::Otel::new(endpoint).unwrap_or_else(|error| config_error(error))
+        });
+        registry.with(otel.as_ref().map(|otel| otel.layer())).init();
+        Tracing { otel }
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        if config.otlp_endpoint.is_some() {
+            config_error(
+                "--otlp-endpoint needs a build with the `otel` feature (cargo build --features otel)",
+            );
+        }
+        registry.init();
+        Tracing {}
     }
 }
 

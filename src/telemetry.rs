@@ -133,6 +133,10 @@ where
         context_id = request.context_id(),
         traceparent = call.traceparent.as_deref().unwrap_or_default(),
     );
+    #[cfg(feature = "otel")]
+    if let Some(traceparent) = &call.traceparent {
+        crate::otel::set_parent(&span, traceparent);
+    }
     let started = Instant::now();
     let result = run(request).instrument(span.clone()).await;
     let elapsed = started.elapsed();

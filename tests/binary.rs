@@ -159,3 +159,12 @@ async fn a_public_url_path_is_served_with_and_without_the_prefix() {
         assert_eq!(response.status(), 200, "REST at {path}");
     }
 }
+
+#[cfg(not(feature = "otel"))]
+#[test]
+fn an_otlp_endpoint_without_the_otel_feature_is_a_start_up_error() {
+    let (code, stderr) =
+        run_to_exit(&["--listen", "127.0.0.1:0", "--otlp-endpoint", "http://127.0.0.1:4317"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--features otel"), "{stderr}");
+}
