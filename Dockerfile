@@ -4,7 +4,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs rustfmt.toml ./
 COPY proto ./proto
 COPY src ./src
-RUN cargo build --release --locked --bin a2a-server
+# `--build-arg FEATURES=otel` adds OpenTelemetry export (--otlp-endpoint).
+ARG FEATURES=""
+RUN cargo build --release --locked --bin a2a-server --features "$FEATURES"
 
 # Run: a slim image, an unprivileged user, one port for every binding.
 FROM debian:bookworm-slim
