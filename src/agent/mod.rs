@@ -89,6 +89,10 @@ pub trait AgentExecutor: Send + Sync + 'static {
     /// or interrupted, or once this execution has returned and the task is waiting again; so
     /// an execution that hands the message to work started earlier should report the state it
     /// leads to (e.g. WORKING) before returning.
+    ///
+    /// The future is polled by the task's actor, between the commands it handles: awaiting is
+    /// free, but long synchronous work inside a poll delays subscriptions and reads of this task
+    /// meanwhile; run such work with `tokio::task::spawn_blocking` (or a task of its own).
     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError>;
 
     /// Called when a client cancels the task, before its running executions are dropped; the
