@@ -53,6 +53,16 @@ async fn an_idle_task_hibernates_and_a_follow_up_revives_it() {
     assert_eq!(state(&done), TaskState::Completed);
     assert_eq!(artifact_texts(&done), ["green"]);
     assert_eq!(done.history.len(), task.history.len() + 1, "the follow-up joined the history");
+
+    // Counted for operators (other tests in this process may add to the counters).
+    let metrics = reqwest::get(format!("{}/metrics", server.url())).await.unwrap().text().await.unwrap();
+    for counter in ["a2a_tasks_hibernated_total", "a2a_tasks_revived_total"] {
+        let value = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(counter)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{counter} in /metrics:\n{metrics}"));
+        assert!(value >= 1.0, "{counter} = {value}");
+    }
 }
 
 #[tokio::test]
