@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 use a2a_server::agent::exec::{ExecAgent, ExecConfig, InputFormat, STDOUT_ARTIFACT, StdinMode};
 use a2a_server::core::CoreSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
-use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
-    Artifact, CancelTaskRequest, GetTaskRequest, SendMessageRequest, StreamResponse, SubscribeToTaskRequest,
-    Task, TaskState, part,
+    Artifact, CancelTaskRequest, GetTaskRequest, StreamResponse, SubscribeToTaskRequest, Task, TaskState,
+    part,
 };
 use common::*;
 use tonic::transport::Channel;
@@ -54,13 +53,6 @@ impl Drop for Scratch {
 async fn exec_server(config: ExecConfig) -> TestServer {
     TestServer::start_agent(Arc::new(ExecAgent::new(config).expect("exec agent")), CoreSettings::default())
         .await
-}
-
-async fn send_task(client: &mut Client, request: SendMessageRequest) -> Task {
-    match client.send_message(request).await.expect("send").into_inner().payload {
-        Some(Reply::Task(task)) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
 }
 
 async fn get_task(client: &mut Client, id: &str) -> Task {

@@ -14,16 +14,6 @@ use common::*;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-async fn send_task(
-    client: &mut a2a_server::proto::a2a_service_client::A2aServiceClient<tonic::transport::Channel>,
-    request: SendMessageRequest,
-) -> Task {
-    match client.send_message(request).await.expect("send").into_inner().payload {
-        Some(Reply::Task(task)) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
-}
-
 fn get(id: &str) -> GetTaskRequest {
     GetTaskRequest { id: id.into(), ..Default::default() }
 }

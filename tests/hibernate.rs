@@ -8,10 +8,7 @@ use std::time::Duration;
 
 use a2a_server::core::CoreSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
-use a2a_server::proto::send_message_response::Payload as Reply;
-use a2a_server::proto::{
-    CancelTaskRequest, GetTaskRequest, SendMessageRequest, SubscribeToTaskRequest, Task, TaskState,
-};
+use a2a_server::proto::{CancelTaskRequest, GetTaskRequest, SubscribeToTaskRequest, Task, TaskState};
 use common::*;
 use tonic::transport::Channel;
 
@@ -21,13 +18,6 @@ async fn server() -> TestServer {
         ..CoreSettings::default()
     })
     .await
-}
-
-async fn send_task(client: &mut A2aServiceClient<Channel>, request: SendMessageRequest) -> Task {
-    match client.send_message(request).await.expect("send").into_inner().payload {
-        Some(Reply::Task(task)) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
 }
 
 /// An INPUT_REQUIRED task whose actor has hibernated.

@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::core::CoreSettings;
-use a2a_server::proto::a2a_service_client::A2aServiceClient;
-use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::{
     AuthenticationInfo, DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest, SendMessageConfiguration, SendMessageRequest,
@@ -21,7 +19,6 @@ use common::*;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tonic::Code;
-use tonic::transport::Channel;
 
 /// How the receiver answers.
 #[derive(Clone)]
@@ -132,13 +129,6 @@ fn push_settings(policy: Policy) -> CoreSettings {
 
 async fn push_server() -> TestServer {
     TestServer::start_with(push_settings(Policy::with_allowlist(true, &[]))).await
-}
-
-async fn send_task(client: &mut A2aServiceClient<Channel>, request: SendMessageRequest) -> Task {
-    match client.send_message(request).await.expect("send").into_inner().payload {
-        Some(Reply::Task(task)) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
 }
 
 fn config(task: &Task, url: &str) -> TaskPushNotificationConfig {

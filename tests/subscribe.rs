@@ -4,9 +4,8 @@ mod common;
 
 use a2a_server::core::CoreSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
-use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::stream_response::Payload;
-use a2a_server::proto::{SendMessageRequest, StreamResponse, SubscribeToTaskRequest, Task, TaskState};
+use a2a_server::proto::{StreamResponse, SubscribeToTaskRequest, Task, TaskState};
 use common::*;
 use prost::Message as _;
 use tonic::Code;
@@ -18,13 +17,6 @@ fn subscribe_request(task: &Task) -> SubscribeToTaskRequest {
 
 async fn subscribe(client: &mut A2aServiceClient<Channel>, task: &Task) -> tonic::Streaming<StreamResponse> {
     client.subscribe_to_task(subscribe_request(task)).await.expect("subscribe").into_inner()
-}
-
-async fn send_task(client: &mut A2aServiceClient<Channel>, request: SendMessageRequest) -> Task {
-    match client.send_message(request).await.expect("send").into_inner().payload {
-        Some(Reply::Task(task)) => task,
-        other => panic!("expected a task, got {other:?}"),
-    }
 }
 
 /// A task parked in INPUT_REQUIRED: nothing happens until a follow-up, so subscribers can be

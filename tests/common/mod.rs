@@ -13,6 +13,7 @@ use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
     Message, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, part,
+    send_message_response,
 };
 use a2a_server::server;
 use a2a_server::task::store::{MemoryStore, Retention};
@@ -137,6 +138,14 @@ pub fn follow_up(task: &Task, text: &str) -> SendMessageRequest {
     let mut message = user_message(text);
     message.task_id = task.id.clone();
     SendMessageRequest { message: Some(message), ..Default::default() }
+}
+
+/// SendMessage that must answer with a task; the task.
+pub async fn send_task(client: &mut A2aServiceClient<Channel>, request: SendMessageRequest) -> Task {
+    match client.send_message(request).await.expect("send").into_inner().payload {
+        Some(send_message_response::Payload::Task(task)) => task,
+        other => panic!("expected a task, got {other:?}"),
+    }
 }
 
 pub fn state(task: &Task) -> TaskState {
