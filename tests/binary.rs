@@ -41,6 +41,12 @@ fn start(args: &[&str]) -> (Process, String, Option<String>) {
     (Process(child), grpc, http)
 }
 
+/// The Agent Card served at `address`.
+async fn card_at(address: &str) -> serde_json::Value {
+    let response = reqwest::get(format!("http://{address}/.well-known/agent-card.json")).await.unwrap();
+    response.json().await.unwrap()
+}
+
 fn run_to_exit(args: &[&str]) -> (i32, String) {
     let output = Command::new(BIN).args(args).output().expect("run a2a-server");
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
@@ -53,12 +59,7 @@ async fn serves_every_binding_on_one_port() {
     let error =
         client.get_task(GetTaskRequest { id: "nope".into(), ..Default::default() }).await.unwrap_err();
     assert_eq!(error.code(), tonic::Code::NotFound);
-    let card: serde_json::Value = reqwest::get(format!("http://{grpc}/.well-known/agent-card.json"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = card_at(&grpc).await;
     let port = grpc.rsplit(':').next().unwrap();
     assert_eq!(card["supportedInterfaces"][0]["url"], format!("localhost:{port}"));
 }
@@ -77,12 +78,7 @@ async fn http_listen_moves_the_http_side_and_public_addresses_reach_the_card() {
     ]);
     let http = http.unwrap();
     assert_ne!(grpc, http);
-    let card: serde_json::Value = reqwest::get(format!("http://{http}/.well-known/agent-card.json"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = card_at(&http).await;
     assert_eq!(card["name"], "Split");
     let port = grpc.rsplit(':').next().unwrap();
     assert_eq!(card["supportedInterfaces"][0]["url"], format!("agents.example.com:{port}"));
@@ -131,14 +127,7 @@ async fn a_public_url_path_is_served_with_and_without_the_prefix() {
     let (_process, address, _) =
         start(&["--listen", "127.0.0.1:0", "--public-url", "https://agents.example.com/a2a"]);
     let http = reqwest::Client::new();
-    let card: serde_json::Value = http
-        .get(format!("http://{address}/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = card_at(&address).await;
     assert_eq!(card["supportedInterfaces"][1]["url"], "https://agents.example.com/a2a/");
     assert_eq!(card["supportedInterfaces"][2]["url"], "https://agents.example.com/a2a");
     let rpc = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
