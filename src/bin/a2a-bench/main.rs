@@ -196,31 +196,13 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             Scenario::Push => {
                 let p = &plan.push;
                 let params = format!("samples={} E={} Q={}", p.samples, p.events, p.queued);
-                let measured = push::push(&ours.target, ours.pid, p).await;
-                let measured = match measured {
-                    Ok(m) => Some(m),
-                    Err(error) => {
-                        run.ok = false;
-                        run.notes.push(format!("push: {error}"));
-                        None
-                    }
-                };
+                let measured = run.ours_only("push", push::push(&ours.target, ours.pid, p).await.map(Some));
                 rows.extend(report::rows("push", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Hibernate => {
                 let p = &plan.memory;
                 let params = format!("M={} idle={}s", p.count, memory::IDLE_SECS);
-                let measured = match hibernate_on(&ours, p).await {
-                    Ok(measured) => measured,
-                    Err(error) => {
-                        run.ok = false;
-                        run.notes.push(format!("hibernate: {error}"));
-                        None
-                    }
-                };
-                if let Some(measured) = &measured {
-                    run.notes.extend(measured.notes.iter().cloned());
-                }
+                let measured = run.ours_only("hibernate", hibernate_on(&ours, p).await);
                 rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Memory => {
@@ -393,4 +375,23 @@ struct RunState {
     ok: bool,
     /// Whether any scenario other than `memory` has already run on our server.
     heap_used: bool,
+}
+
+impl RunState {
+    /// The outcome of a scenario run on our server alone: its notes kept, or its failure noted
+    /// (and the run marked failed).
+    fn ours_only(&mut self, name: &str, outcome: Result<Option<Measured>, BoxError>) -> Option<Measured> {
+        match outcome {
+            Ok(measured) => {
+                let notes = measured.iter().flat_map(|m| &m.notes);
+                self.notes.extend(notes.map(|n| format!("{name} (ours): {n}")));
+                measured
+            }
+            Err(error) => {
+                self.ok = false;
+                self.notes.push(format!("{name}: {error}"));
+                None
+            }
+        }
+    }
 }
