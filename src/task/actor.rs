@@ -69,11 +69,11 @@ pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, settle: 
     let mut executions = Executions::default();
     let starter = if settle {
         executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), None);
-        Starter { reply: Reply::Settle(reply_tx), done: None }
+        Starter::Settle(reply_tx)
     } else {
         let (done_tx, done) = oneshot::channel();
         executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), Some(done_tx));
-        Starter { reply: Reply::Follow(reply_tx), done: Some(done) }
+        Starter::Follow { reply: reply_tx, done }
     };
     let mut actor = TaskActor::new(env, handle, rx, task);
     actor.executions = executions;
@@ -138,11 +138,22 @@ fn track_state(from: TaskState, to: TaskState) {
 }
 
 /// Who sent a new task's first message, until the agent's first event says whether there is a
-/// task at all.
-struct Starter {
-    reply: Reply,
-    /// The first execution's end, for a [`Turn`].
-    done: Option<oneshot::Receiver<()>>,
+/// task at all; how they want to hear back as in [`Reply`].
+enum Starter {
+    /// With the first execution's end, for their [`Turn`].
+    Follow {
+        reply: oneshot::Sender<Result<Started, A2aError>>,
+        done: oneshot::Receiver<()>,
+    },
+    Settle(oneshot::Sender<Result<Started, A2aError>>),
+}
+
+impl Starter {
+    /// Answers at once (a direct message, or an error: there is no task).
+    fn answer(self, started: Result<Started, A2aError>) {
+        let (Self::Follow { reply, .. } | Self::Settle(reply)) = self;
+        let _ = reply.send(started);
+    }
 }
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
@@ -352,16 +363,15 @@ impl TaskActor {
         TaskMetrics::get().started.increment(1);
         track_state(TaskState::Unspecified, TaskState::Submitted);
         self.dirty = Dirty::State;
-        match starter.reply {
-            Reply::Follow(reply) => {
+        match starter {
+            Starter::Follow { reply, done } => {
                 let subscription = Subscription {
                     snapshot: self.task.clone(),
                     feed: Feed::new(self.log.clone(), 0, self.env.subscribers.clone()),
                 };
-                let done = starter.done.unwrap_or_else(|| oneshot::channel().1);
                 let _ = reply.send(Ok(Started::Turn(Box::new(Turn { subscription, done }))));
             }
-            Reply::Settle(reply) => self.settling.push((0, reply)),
+            Starter::Settle(reply) => self.settling.push((0, reply)),
         }
     }
 
@@ -412,7 +422,7 @@ impl TaskActor {
                     "the agent finished without creating a task or replying".into(),
                 )
             });
-            starter.reply.send(Err(error));
+            starter.answer(Err(error));
             self.finished = true;
             return;
         }
@@ -448,7 +458,7 @@ impl TaskActor {
                 // A direct reply: no task.
                 self.executions.abort_all();
                 self.finished = true;
-                return starter.reply.send(Ok(Started::Message(message)));
+                return starter.answer(Ok(Started::Message(message)));
             }
             self.begin(*starter);
         }
