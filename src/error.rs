@@ -232,7 +232,6 @@ impl A2aError {
         match self {
             Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => 404,
             Self::MethodNotFound(_) => 404,
-            Self::ContentTypeNotSupported(_) => 415,
             Self::SubscriberLagged { .. } => 429,
             Self::Unavailable(_) => 503,
             Self::InvalidAgentResponse(_) | Self::Internal(_) => 500,

@@ -72,7 +72,7 @@ fn spec_mapping(reason: &str) -> Mapping {
         "TASK_NOT_CANCELABLE" => (FailedPrecondition, -32002, 400),
         "PUSH_NOTIFICATION_NOT_SUPPORTED" => (FailedPrecondition, -32003, 400),
         "UNSUPPORTED_OPERATION" => (FailedPrecondition, -32004, 400),
-        "CONTENT_TYPE_NOT_SUPPORTED" => (InvalidArgument, -32005, 415),
+        "CONTENT_TYPE_NOT_SUPPORTED" => (InvalidArgument, -32005, 400),
         "EXTENDED_AGENT_CARD_NOT_CONFIGURED" => (FailedPrecondition, -32007, 400),
         "EXTENSION_SUPPORT_REQUIRED" => (FailedPrecondition, -32008, 400),
         "VERSION_NOT_SUPPORTED" => (FailedPrecondition, -32009, 400),

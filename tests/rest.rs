@@ -154,7 +154,10 @@ async fn errors_are_google_rpc_status_json() {
 
     let not_json =
         rest.client.post(rest.url("/message:send")).header("content-type", "text/plain").body("hello");
-    assert_http_error(not_json.send().await.unwrap(), 415, "CONTENT_TYPE_NOT_SUPPORTED").await;
+    // Spec v1.0.1 §5.4: ContentTypeNotSupportedError is HTTP 400, INVALID_ARGUMENT (not 415).
+    let unsupported =
+        assert_http_error(not_json.send().await.unwrap(), 400, "CONTENT_TYPE_NOT_SUPPORTED").await;
+    assert_eq!(unsupported["error"]["status"], "INVALID_ARGUMENT");
 
     let push =
         rest.post("/tasks/t/pushNotificationConfigs", json!({"url": "https://example.com/hook"})).await;
