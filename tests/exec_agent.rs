@@ -4,11 +4,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_server::agent::exec::{ExecAgent, ExecConfig, InputFormat, STDOUT_ARTIFACT, StdinMode};
-use a2a_server::core::CoreSettings;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
@@ -51,8 +49,7 @@ impl Drop for Scratch {
 }
 
 async fn exec_server(config: ExecConfig) -> TestServer {
-    TestServer::start_agent(Arc::new(ExecAgent::new(config).expect("exec agent")), CoreSettings::default())
-        .await
+    TestServer::builder().agent(ExecAgent::new(config).expect("exec agent")).start().await
 }
 
 async fn get_task(client: &mut Client, id: &str) -> Task {

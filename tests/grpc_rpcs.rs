@@ -368,9 +368,10 @@ async fn extended_card_unsupported_unless_configured() {
     assert_a2a_error(&error, Code::FailedPrecondition, "UNSUPPORTED_OPERATION");
 
     let card = a2a_server::proto::AgentCard { name: "extended".into(), ..Default::default() };
-    let server =
-        TestServer::start_with(CoreSettings { extended_card: Some(card.clone()), ..Default::default() })
-            .await;
+    let server = TestServer::builder()
+        .settings(CoreSettings { extended_card: Some(card.clone()), ..Default::default() })
+        .start()
+        .await;
     let mut client = server.client().await;
     let got = client.get_extended_agent_card(GetExtendedAgentCardRequest::default()).await.unwrap();
     assert_eq!(got.into_inner(), card);
@@ -409,11 +410,13 @@ async fn invalid_requests_name_their_fields() {
 
 #[tokio::test]
 async fn version_and_extension_parameters() {
-    let server = TestServer::start_with(CoreSettings {
-        required_extensions: vec!["https://example.com/ext/required/v1".into()],
-        ..Default::default()
-    })
-    .await;
+    let server = TestServer::builder()
+        .settings(CoreSettings {
+            required_extensions: vec!["https://example.com/ext/required/v1".into()],
+            ..Default::default()
+        })
+        .start()
+        .await;
     let mut client = server.client().await;
     let with = |version: Option<&str>, extensions: Option<&str>| {
         let mut request = tonic::Request::new(send("hi"));

@@ -7,10 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::sync::Arc;
 
-use a2a_server::agent::demo::DemoAgent;
-use a2a_server::core::CoreSettings;
 use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
@@ -435,8 +432,7 @@ async fn preflight(http: &reqwest::Client, url: &str, origin: &str) -> reqwest::
 
 #[tokio::test]
 async fn cors_preflight_allows_the_configured_origin() {
-    let server =
-        TestServer::start_full(Arc::new(DemoAgent), CoreSettings::default(), vec![ORIGIN.into()]).await;
+    let server = TestServer::builder().cors([ORIGIN]).start().await;
     let http = reqwest::Client::new();
     // grpc-web and JSON-RPC alike.
     for url in [format!("{}/{SERVICE}/SendMessage", server.url()), format!("{}/", server.url())] {

@@ -13,11 +13,10 @@ use common::*;
 use tonic::transport::Channel;
 
 async fn server() -> TestServer {
-    TestServer::start_with(CoreSettings {
-        idle_timeout: Some(Duration::from_millis(100)),
-        ..CoreSettings::default()
-    })
-    .await
+    TestServer::builder()
+        .settings(CoreSettings { idle_timeout: Some(Duration::from_millis(100)), ..CoreSettings::default() })
+        .start()
+        .await
 }
 
 /// An INPUT_REQUIRED task whose actor has hibernated.
@@ -130,7 +129,10 @@ async fn concurrent_calls_on_a_hibernated_task_revive_one_actor() {
 
 #[tokio::test]
 async fn hibernation_can_be_turned_off() {
-    let server = TestServer::start_with(CoreSettings { idle_timeout: None, ..CoreSettings::default() }).await;
+    let server = TestServer::builder()
+        .settings(CoreSettings { idle_timeout: None, ..CoreSettings::default() })
+        .start()
+        .await;
     let mut client = server.client().await;
     send_task(&mut client, send("input")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -168,7 +168,7 @@ async fn subscribe_mid_stream_and_errors_before_the_stream_are_plain_json() {
 #[tokio::test]
 async fn an_error_after_the_stream_started_is_the_last_data_event() {
     let settings = a2a_server::core::CoreSettings { event_log_capacity: 4, ..Default::default() };
-    let server = TestServer::start_with(settings).await;
+    let server = TestServer::builder().settings(settings).start().await;
     let api = Rpc::new(&server);
     let idle = api.call("SendMessage", json!({"message": json_message("input")})).await;
     let id = idle["result"]["task"]["id"].as_str().unwrap().to_owned();

@@ -128,7 +128,7 @@ fn push_settings(policy: Policy) -> CoreSettings {
 }
 
 async fn push_server() -> TestServer {
-    TestServer::start_with(push_settings(Policy::with_allowlist(true, &[]))).await
+    TestServer::builder().settings(push_settings(Policy::with_allowlist(true, &[]))).start().await
 }
 
 fn config(task: &Task, url: &str) -> TaskPushNotificationConfig {
@@ -218,7 +218,7 @@ async fn an_inline_config_sees_the_first_event() {
 async fn state_only_mode_pushes_status_updates_only() {
     let mut settings = push_settings(Policy::with_allowlist(true, &[]));
     settings.push.events = PushEvents::State;
-    let server = TestServer::start_with(settings).await;
+    let server = TestServer::builder().settings(settings).start().await;
     let receiver = Receiver::start(Behaviour::Accept).await;
     let mut client = server.client().await;
     let task = send_task(&mut client, send("input")).await;
@@ -419,7 +419,7 @@ async fn crud_over_json_rpc_and_rest() {
 
 #[tokio::test]
 async fn the_ssrf_guard_refuses_private_addresses_by_default() {
-    let server = TestServer::start_with(push_settings(Policy::default())).await;
+    let server = TestServer::builder().settings(push_settings(Policy::default())).start().await;
     let receiver = Receiver::start(Behaviour::Accept).await;
     let mut client = server.client().await;
     let port = receiver.url.split(':').nth(2).unwrap().split('/').next().unwrap().to_owned();
@@ -441,8 +441,10 @@ async fn the_ssrf_guard_refuses_private_addresses_by_default() {
 #[tokio::test]
 async fn redirects_are_not_followed() {
     // 127.0.0.1 is allowed by the allowlist; the redirect target 127.0.0.2 is not.
-    let server =
-        TestServer::start_with(push_settings(Policy::with_allowlist(false, &["127.0.0.1".into()]))).await;
+    let server = TestServer::builder()
+        .settings(push_settings(Policy::with_allowlist(false, &["127.0.0.1".into()])))
+        .start()
+        .await;
     let target = Receiver::start_on("127.0.0.2:0", Behaviour::Accept).await;
     let redirecting = Receiver::start(Behaviour::Redirect(target.url.clone())).await;
     let mut client = server.client().await;

@@ -269,8 +269,7 @@ async fn idle_sse_streams_get_keep_alive_comments() {
         sse_keep_alive: std::time::Duration::from_millis(200),
         ..Default::default()
     };
-    let agent = std::sync::Arc::new(a2a_server::agent::demo::DemoAgent);
-    let server = TestServer::start_http(agent, Default::default(), Vec::new(), http).await;
+    let server = TestServer::builder().http(http).start().await;
     let rest = Rest::new(&server);
     let idle = rest.send("", "input").await;
     let response = rest.get(&format!("/tasks/{}:subscribe", id_of(&idle))).await;

@@ -157,7 +157,8 @@ async fn terminal_and_unknown_tasks_cannot_be_subscribed() {
 
 #[tokio::test]
 async fn streaming_can_be_switched_off() {
-    let server = TestServer::start_with(CoreSettings { streaming: false, ..Default::default() }).await;
+    let server =
+        TestServer::builder().settings(CoreSettings { streaming: false, ..Default::default() }).start().await;
     let mut client = server.client().await;
     let task = idle_task(&mut client).await;
     let error = client.subscribe_to_task(subscribe_request(&task)).await.unwrap_err();
@@ -190,7 +191,7 @@ async fn a_subscriber_that_never_reads_does_not_delay_a_fast_one() {
 #[tokio::test]
 async fn a_subscriber_behind_the_log_is_told_to_resubscribe() {
     let settings = CoreSettings { event_log_capacity: 8, ..Default::default() };
-    let server = TestServer::start_with(settings).await;
+    let server = TestServer::builder().settings(settings).start().await;
     let mut client = server.client().await;
     let task = idle_task(&mut client).await;
     let mut slow_client = server.client().await;

@@ -31,54 +31,86 @@ pub struct TestServer {
     stop: Option<oneshot::Sender<()>>,
 }
 
+/// What a [`TestServer`] is started with; every part has a default (the demo agent, default
+/// core and HTTP settings, no CORS origins).
+///
+/// ```ignore
+/// let server = TestServer::builder().settings(settings).cors([ORIGIN]).start().await;
+/// ```
+pub struct TestServerBuilder {
+    agent: Arc<dyn AgentExecutor>,
+    settings: CoreSettings,
+    cors_origins: Vec<String>,
+    http: HttpSettings,
+}
+
+impl TestServerBuilder {
+    /// The agent behind the server (the card stays the demo agent's).
+    pub fn agent(mut self, agent: impl AgentExecutor + 'static) -> Self {
+        self.agent = Arc::new(agent);
+        self
+    }
+
+    pub fn settings(mut self, settings: CoreSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Origins allowed by CORS.
+    pub fn cors<S: Into<String>>(mut self, origins: impl IntoIterator<Item = S>) -> Self {
+        self.cors_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    pub fn http(mut self, http: HttpSettings) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Binds 127.0.0.1 on a free port and serves until the [`TestServer`] is dropped.
+    pub async fn start(self) -> TestServer {
+        serve(self).await
+    }
+}
+
+/// The one place a test server is wired: listener, card, store, core, app, serve.
+async fn serve(builder: TestServerBuilder) -> TestServer {
+    let TestServerBuilder { agent, settings, cors_origins, http } = builder;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let facts = CardFacts {
+        public_url: format!("http://{addr}"),
+        public_grpc: addr.to_string(),
+        streaming: settings.streaming,
+        push_notifications: settings.push_notifications,
+        extended_card: settings.extended_card.is_some(),
+    };
+    let card = card::build(DemoAgent::card(), Default::default(), &facts).expect("card");
+    let store = Arc::new(MemoryStore::new(Retention::default()));
+    let core = Arc::new(Core::new(agent, store, settings));
+    let options = server::Options { card, http, cors_origins };
+    let app = server::app(core.clone(), options).await.expect("app");
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server::serve(listener, app.combined(), async {
+        let _ = stopped.await;
+    }));
+    TestServer { addr, core, stop: Some(stop) }
+}
+
 impl TestServer {
+    /// A server with every default: the demo agent, default settings.
     pub async fn start() -> Self {
-        Self::start_with(CoreSettings::default()).await
+        Self::builder().start().await
     }
 
-    pub async fn start_with(settings: CoreSettings) -> Self {
-        Self::start_agent(Arc::new(DemoAgent), settings).await
-    }
-
-    pub async fn start_agent(agent: Arc<dyn AgentExecutor>, settings: CoreSettings) -> Self {
-        Self::start_full(agent, settings, Vec::new()).await
-    }
-
-    /// A server with the demo agent's card, CORS allowed for `cors_origins`.
-    pub async fn start_full(
-        agent: Arc<dyn AgentExecutor>,
-        settings: CoreSettings,
-        cors_origins: Vec<String>,
-    ) -> Self {
-        Self::start_http(agent, settings, cors_origins, HttpSettings::default()).await
-    }
-
-    /// [`Self::start_full`] with HTTP settings of its own.
-    pub async fn start_http(
-        agent: Arc<dyn AgentExecutor>,
-        settings: CoreSettings,
-        cors_origins: Vec<String>,
-        http: HttpSettings,
-    ) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let facts = CardFacts {
-            public_url: format!("http://{addr}"),
-            public_grpc: addr.to_string(),
-            streaming: settings.streaming,
-            push_notifications: settings.push_notifications,
-            extended_card: settings.extended_card.is_some(),
-        };
-        let card = card::build(DemoAgent::card(), Default::default(), &facts).expect("card");
-        let store = Arc::new(MemoryStore::new(Retention::default()));
-        let core = Arc::new(Core::new(agent, store, settings));
-        let options = server::Options { card, http, cors_origins };
-        let app = server::app(core.clone(), options).await.expect("app");
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server::serve(listener, app.combined(), async {
-            let _ = stopped.await;
-        }));
-        Self { addr, core, stop: Some(stop) }
+    /// A server with some parts of its own.
+    pub fn builder() -> TestServerBuilder {
+        TestServerBuilder {
+            agent: Arc::new(DemoAgent),
+            settings: CoreSettings::default(),
+            cors_origins: Vec::new(),
+            http: HttpSettings::default(),
+        }
     }
 
     pub fn url(&self) -> String {
