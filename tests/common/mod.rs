@@ -1,5 +1,14 @@
 //! A real server on 127.0.0.1 for each test, and the helpers every test file shares.
+//!
+//! The three-binding harness lives beside it: [`bindings`] (one client over gRPC, JSON-RPC and
+//! HTTP+JSON), [`failure`] (errors reduced to what every binding can say, checked against the
+//! spec's mapping table) and [`normalise`] (results with server-chosen ids and timestamps
+//! normalised away, for comparing runs step by step).
 #![allow(dead_code)]
+
+pub mod bindings;
+pub mod failure;
+pub mod normalise;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
