@@ -3,12 +3,13 @@
 //! The three-binding harness lives beside it: [`bindings`] (one client over gRPC, JSON-RPC and
 //! HTTP+JSON), [`failure`] (errors reduced to what every binding can say, checked against the
 //! spec's mapping table) and [`normalise`] (results with server-chosen ids and timestamps
-//! normalised away, for comparing runs step by step).
+//! normalised away, for comparing runs step by step). [`webhook`] holds a push receiver.
 #![allow(dead_code)]
 
 pub mod bindings;
 pub mod failure;
 pub mod normalise;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
