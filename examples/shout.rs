@@ -2,8 +2,9 @@
 use std::sync::Arc;
 
 use a2a_server::agent::{AgentExecutor, EventSink, RequestContext, text_artifact};
+use a2a_server::error::{A2aError, BoxError};
 use a2a_server::task::store::{MemoryStore, Retention};
-use a2a_server::{card, card::CardFacts, core, error::A2aError, proto::AgentCard, server, server::BoxError};
+use a2a_server::{card, card::CardFacts, core, proto::AgentCard, server};
 use tokio::net::TcpListener;
 
 /// Answers every message with its words in capitals, streamed one word per chunk.

@@ -16,15 +16,13 @@ use tower::Layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::core::Core;
+use crate::error::BoxError;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::transport::card::CardService;
 use crate::transport::grpc::GrpcBinding;
 use crate::transport::grpc_shared::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::rest;
-
-/// Anything that can go wrong while starting or running the server.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How the listener is assembled beyond the core.
 #[derive(Clone)]
