@@ -5,6 +5,7 @@
 //! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire.
 //!
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
+//!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
 //! - [`transport`]: the wire bindings (gRPC and grpc-web, JSON-RPC 2.0, HTTP+JSON with SSE) and
 //!   the Agent Card, thin shims over the core.
 //! - [`card`]: building and validating the Agent Card from flags or a file.
@@ -29,6 +30,7 @@ pub mod error;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;
+pub mod protojson;
 pub mod push;
 pub mod server;
 pub mod task;

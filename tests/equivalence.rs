@@ -19,7 +19,7 @@ use a2a_server::proto::{
     ListTasksResponse, Message, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
 };
-use a2a_server::transport::protojson::{decode, encode};
+use a2a_server::protojson::{decode, encode};
 use common::*;
 use reqwest::Method;
 use serde_json::{Value, json};

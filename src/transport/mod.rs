@@ -6,7 +6,7 @@
 //!   serves its streaming RPCs from bytes encoded once per event, and SendMessage and GetTask
 //!   straight from the shared task.
 //! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
-//!   and encoding with [`protojson`]; streams go out as [`sse`].
+//!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
 //! - [`card`]: the Agent Card; [`http`]: what the HTTP side shares, and its router.
 pub mod card;
 pub mod grpc;
@@ -14,6 +14,5 @@ pub mod grpc_shared;
 pub mod http;
 pub mod jsonrpc;
 pub mod operation;
-pub mod protojson;
 pub mod rest;
 pub mod sse;
