@@ -19,8 +19,7 @@ use crate::core::Core;
 use crate::error::BoxError;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::transport::card::CardService;
-use crate::transport::grpc::GrpcBinding;
-use crate::transport::grpc_shared::A2aGrpc;
+use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::rest;
 
@@ -66,7 +65,7 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     };
     // grpc-web wraps the A2A service alone: applied server-wide it would answer every plain
     // HTTP/1.1 request (JSON-RPC, REST) with 400.
-    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(GrpcBinding::new(core.clone())));
+    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone()));
     let grpc = Routes::new(a2a)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
