@@ -7,7 +7,7 @@
 //!   shared task.
 //! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
 //!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
-//! - [`card`]: the Agent Card; [`http`]: what the HTTP side shares, and its router.
+//! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share.
 pub mod card;
 pub mod grpc;
 pub mod http;
