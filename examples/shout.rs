@@ -4,6 +4,7 @@ use std::sync::Arc;
 use a2a_server::agent::{AgentExecutor, EventSink, RequestContext, text_artifact};
 use a2a_server::error::{A2aError, BoxError};
 use a2a_server::proto::AgentCard;
+use a2a_server::protojson;
 use a2a_server::server::Server;
 use tokio::net::TcpListener;
 
@@ -27,7 +28,7 @@ pub async fn serve(
     listener: TcpListener,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), BoxError> {
-    let card: AgentCard = serde_json::from_value(serde_json::json!({
+    let card: AgentCard = protojson::decode(&serde_json::json!({
         "name": "shout", "description": "Shouts your words back.", "version": "1.0.0",
         "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "shout", "name": "Shout", "description": "Capitalises words.", "tags": ["example"]}]
