@@ -2,8 +2,10 @@
 use std::sync::Arc;
 
 use a2a_server::agent::{AgentExecutor, EventSink, RequestContext, text_artifact};
-use a2a_server::task::store::{MemoryStore, Retention};
-use a2a_server::{card, card::CardFacts, core, error::A2aError, proto::AgentCard, server, server::BoxError};
+use a2a_server::error::{A2aError, BoxError};
+use a2a_server::proto::AgentCard;
+use a2a_server::protojson;
+use a2a_server::server::Server;
 use tokio::net::TcpListener;
 
 /// Answers every message with its words in capitals, streamed one word per chunk.
@@ -22,22 +24,16 @@ impl AgentExecutor for Shout {
 }
 
 /// Serves [`Shout`] on `listener` until `stop` resolves.
-pub async fn serve(listener: TcpListener, stop: impl Future<Output = ()> + Send) -> Result<(), BoxError> {
-    let base: AgentCard = serde_json::from_value(serde_json::json!({
+pub async fn serve(
+    listener: TcpListener,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), BoxError> {
+    let card: AgentCard = protojson::decode(&serde_json::json!({
         "name": "shout", "description": "Shouts your words back.", "version": "1.0.0",
         "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "shout", "name": "Shout", "description": "Capitalises words.", "tags": ["example"]}]
     }))?;
-    let (addr, settings) = (listener.local_addr()?, core::CoreSettings::default());
-    let (public_url, public_grpc, streaming) =
-        (format!("http://{addr}"), addr.to_string(), settings.streaming);
-    let facts =
-        CardFacts { public_url, public_grpc, streaming, push_notifications: false, extended_card: false };
-    let card = card::build(base, Default::default(), &facts)?;
-    let options = server::Options { card, http: Default::default(), cors_origins: Vec::new() };
-    let store = Arc::new(MemoryStore::new(Retention::default()));
-    let core = Arc::new(core::Core::new(Arc::new(Shout), store, settings));
-    server::serve(listener, server::app(core, options).await?.combined(), stop).await
+    Server::new(Arc::new(Shout), card).shutdown(stop).start(listener).await?.wait().await
 }
 
 #[tokio::main]

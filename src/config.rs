@@ -9,11 +9,11 @@ use crate::agent::exec::{ExecConfig, InputFormat, StdinMode};
 use crate::card::{CardFacts, CardOverrides};
 use crate::core::CoreSettings;
 use crate::proto::{AgentCard, AgentSkill};
+use crate::protojson;
 use crate::push::ssrf::Policy;
 use crate::push::{PushEvents, PushSettings};
 use crate::task::store::Retention;
 use crate::transport::http::HttpSettings;
-use crate::transport::protojson;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
 #[derive(Debug, Clone, Parser)]

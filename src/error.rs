@@ -14,6 +14,10 @@ pub const A2A_DOMAIN: &str = "a2a-protocol.org";
 /// ErrorInfo domain for conditions specific to this server (lag, shutdown).
 pub const SERVER_DOMAIN: &str = "a2a-server";
 
+/// Anything that can go wrong while starting or running the server (binding a port, reading a
+/// card file, exporting spans): reported to the operator, never to a client.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// One violated field of a request, reported as `google.rpc.BadRequest.FieldViolation`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldViolation {

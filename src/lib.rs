@@ -5,8 +5,10 @@
 //! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire.
 //!
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
+//!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
 //! - [`transport`]: the wire bindings (gRPC and grpc-web, JSON-RPC 2.0, HTTP+JSON with SSE) and
-//!   the Agent Card, thin shims over the core.
+//!   the Agent Card, thin shims over the core; `transport/grpc/` is named by the RPCs each file
+//!   serves.
 //! - [`card`]: building and validating the Agent Card from flags or a file.
 //! - [`core`]: the A2A operations, transport-neutral; validates and scopes every call.
 //! - [`task`]: the per-task actor (the task's only writer) and the handle that reaches it, its
@@ -19,7 +21,8 @@
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
 //! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
 //!   `otel`): those spans exported over OTLP.
-//! - [`server`] and [`config`]: assembling the listener; the command line.
+//! - [`server`]: the one way to start a server (the builder, the routes, graceful drain);
+//!   [`config`]: the command line that `main.rs` turns into a builder.
 pub mod agent;
 pub mod call;
 pub mod card;
@@ -29,6 +32,7 @@ pub mod error;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;
+pub mod protojson;
 pub mod push;
 pub mod server;
 pub mod task;

@@ -1,16 +1,15 @@
-//! The `a2a-server` binary: flags → core → listeners, until Ctrl-C or SIGTERM.
+//! The `a2a-server` binary: flags → the server builder, until Ctrl-C or SIGTERM drains it.
 use std::sync::Arc;
 
 use a2a_server::agent::AgentExecutor;
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::exec::ExecAgent;
 use a2a_server::config::{AgentKind, Config, LogFormat};
-use a2a_server::core::Core;
-use a2a_server::server::{self, BoxError};
+use a2a_server::error::{A2aError, BoxError};
+use a2a_server::proto::AgentCard;
+use a2a_server::server::{self, Server};
 use a2a_server::task::store::MemoryStore;
-use a2a_server::{card, proto::AgentCard};
 use clap::Parser;
-use tokio::net::TcpListener;
 use tracing_subscriber::{EnvFilter, Layer};
 
 /// The server allocates per call and per event; mimalloc's thread-local free lists cut the
@@ -102,72 +101,56 @@ fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
     }
 }
 
-async fn bind(address: std::net::SocketAddr) -> Result<TcpListener, BoxError> {
-    TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}").into())
-}
-
 async fn run(config: Config) -> Result<(), BoxError> {
     let (executor, default_card) = agent(&config);
     let base_card = config.card_file().unwrap_or_else(|e| config_error(e)).unwrap_or(default_card);
     let overrides = config.card_overrides().unwrap_or_else(|e| config_error(e));
-    let mut settings = config.core_settings();
+    let settings = config.core_settings();
 
-    let listener = bind(config.listen).await?;
+    // Bound here, before the server is built, because the card says where clients reach them.
+    let listener = server::bind(config.listen).await?;
     let grpc_address = listener.local_addr()?;
     let http_listener = match config.http_listen {
-        Some(address) => Some(bind(address).await?),
+        Some(address) => Some(server::bind(address).await?),
         None => None,
     };
     let http_address = match &http_listener {
         Some(listener) => listener.local_addr()?,
         None => grpc_address,
     };
-
     let facts = config.card_facts(grpc_address, http_address, &settings);
-    let card = card::build(base_card, overrides, &facts).unwrap_or_else(|e| config_error(e));
-    settings.required_extensions = card::required_extensions(&card);
-    let store = Arc::new(MemoryStore::new(config.retention()));
-    let core = Arc::new(Core::new(executor, store, settings));
-    let options =
-        server::Options { card, http: config.http_settings(), cors_origins: config.cors_origins.clone() };
-    let app = server::app(core.clone(), options).await?;
+    let public_url = facts.public_url.trim_end_matches('/').to_owned();
+
+    let mut server = Server::new(executor, base_card)
+        .card_overrides(overrides)
+        .card_facts(facts)
+        .settings(settings)
+        .store(Arc::new(MemoryStore::new(config.retention())))
+        .http(config.http_settings())
+        .cors_origins(config.cors_origins.clone());
+    if let Some(http_listener) = http_listener {
+        server = server.http_listener(http_listener);
+    }
+    let running = match server.start(listener).await {
+        Err(error) if error.is::<A2aError>() => config_error(error),
+        result => result?,
+    };
 
     println!(
-        "a2a-server listening on {grpc_address} (gRPC lf.a2a.v1.A2AService{}), agent {:?}; card at {}/.well-known/agent-card.json",
-        if http_listener.is_some() { "" } else { ", JSON-RPC, HTTP+JSON" },
+        "a2a-server listening on {grpc_address} (gRPC lf.a2a.v1.A2AService{}), agent {:?}; card at {public_url}/.well-known/agent-card.json",
+        if config.http_listen.is_some() { "" } else { ", JSON-RPC, HTTP+JSON" },
         config.agent,
-        facts.public_url.trim_end_matches('/'),
     );
+    if config.http_listen.is_some() {
+        println!("a2a-server HTTP bindings on {http_address}");
+    }
     tracing::info!(%grpc_address, %http_address, agent = ?config.agent, "listening");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let drain = server::Drain {
-        core,
-        health: app.health.clone(),
-        ready: app.ready.clone(),
-        timeout: std::time::Duration::from_secs(config.drain_timeout_secs),
-    };
+    let drain = running.drain(std::time::Duration::from_secs(config.drain_timeout_secs));
     tokio::spawn(async move {
         shutdown_signal().await;
-        drain.run(stop_tx).await;
+        drain.run().await;
     });
-    let stopped = move || {
-        let mut stop_rx = stop_rx.clone();
-        async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        }
-    };
-    match http_listener {
-        None => server::serve(listener, app.combined(), stopped()).await,
-        Some(http_listener) => {
-            println!("a2a-server HTTP bindings on {http_address}");
-            let (grpc, http) = app.split();
-            let (a, b) = tokio::join!(
-                server::serve(listener, grpc, stopped()),
-                server::serve(http_listener, http, stopped())
-            );
-            a.and(b)
-        }
-    }
+    running.wait().await
 }
 
 async fn shutdown_signal() {

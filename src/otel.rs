@@ -13,7 +13,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::server::BoxError;
+use crate::error::BoxError;
 
 /// The exporting pipeline; [`Otel::shutdown`] flushes what is still queued.
 pub struct Otel {

@@ -233,7 +233,7 @@ async fn agent_card_is_truthful_and_cacheable() {
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["pushNotifications"], false);
     assert!(!card["skills"].as_array().unwrap().is_empty());
-    let parsed: a2a_server::proto::AgentCard = a2a_server::transport::protojson::decode(&card).unwrap();
+    let parsed: a2a_server::proto::AgentCard = a2a_server::protojson::decode(&card).unwrap();
     assert_eq!(parsed.name, "a2a-server demo agent");
 
     let cached = rest.client.get(rest.url("/.well-known/agent-card.json")).header("if-none-match", &etag);

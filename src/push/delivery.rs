@@ -14,9 +14,9 @@ use super::ssrf::GuardedResolver;
 use super::{PushSettings, PushStats};
 use crate::call::Owner;
 use crate::proto::TaskPushNotificationConfig;
+use crate::protojson::encode_string;
 use crate::task::log::TaskEvent;
 use crate::task::store::TaskStore;
-use crate::transport::protojson::encode_string;
 
 /// The HTTP client for webhooks: SSRF-guarded DNS, no proxies (they would bypass the guard),
 /// no redirects (a redirect could point anywhere).

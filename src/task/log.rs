@@ -348,8 +348,8 @@ mod tests {
     fn cached_encodings_are_the_canonical_ones() {
         let event = TaskEvent::new(1, status(TaskState::Working));
         assert_eq!(event.proto_bytes(), prost::Message::encode_to_vec(&event.response));
-        let json = event.json(crate::transport::protojson::encode_string);
-        assert_eq!(&*json, crate::transport::protojson::encode_string(&event.response));
+        let json = event.json(crate::protojson::encode_string);
+        assert_eq!(&*json, crate::protojson::encode_string(&event.response));
         let again = event.json(|_| unreachable!("encoded once"));
         assert!(Arc::ptr_eq(&json, &again));
     }

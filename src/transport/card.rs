@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::http::HttpState;
-use super::protojson::encode_string;
 use crate::proto::AgentCard;
+use crate::protojson::encode_string;
 
 /// How long clients and caches may reuse the card (`Cache-Control: max-age`, seconds).
 const CACHE_CONTROL: &str = "public, max-age=300";

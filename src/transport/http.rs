@@ -1,16 +1,14 @@
-//! What the JSON bindings share over HTTP: service parameters from headers, content-type
-//! checks, response encoding, and the router that puts JSON-RPC, HTTP+JSON, the Agent Card and
-//! the probes together.
+//! What the JSON bindings share over HTTP: their state and settings, service parameters from
+//! headers, content-type checks and response encoding. The router that puts the bindings
+//! together is the server's (`server/router.rs`).
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::Value;
 
 use super::card::CardService;
-use super::{jsonrpc, rest};
 use crate::call::CallContext;
 use crate::core::Core;
 use crate::error::A2aError;
@@ -50,44 +48,6 @@ pub struct HttpState {
     pub settings: HttpSettings,
     /// The public Agent Card.
     pub card: Arc<CardService>,
-    /// Flipped to false when the server starts shutting down.
-    pub ready: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// The HTTP routes: JSON-RPC at `/`, the Agent Card, `/healthz`, `/readyz`; everything else
-/// goes to the HTTP+JSON binding (whose paths carry `:verbs` and optional tenant prefixes that
-/// a router pattern cannot express), through the fallback the caller installs with
-/// [`rest::handle`].
-pub fn router(state: HttpState) -> axum::Router {
-    let mut router = axum::Router::new();
-    let base = state.settings.base_path.clone();
-    if !base.is_empty() {
-        router = router.route(&base, post(jsonrpc::handle)).route(&format!("{base}/"), post(jsonrpc::handle));
-    }
-    router
-        .route("/", post(jsonrpc::handle))
-        .route("/.well-known/agent-card.json", get(super::card::handle))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
-}
-
-async fn readyz(axum::extract::State(state): axum::extract::State<HttpState>) -> Response {
-    if state.ready.load(std::sync::atomic::Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
-    }
-}
-
-async fn metrics(axum::extract::State(state): axum::extract::State<HttpState>) -> Response {
-    let body = crate::telemetry::render(&state.core);
-    let mut response = (StatusCode::OK, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
-    response
 }
 
 /// Service parameters from HTTP headers (case-insensitive names) or, for `A2A-Version`, the
@@ -143,5 +103,3 @@ pub fn json_response(status: StatusCode, body: &Value, a2a_json: bool) -> Respon
 pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
     serde_json::from_slice(body).map_err(|e| A2aError::JsonParse(format!("invalid JSON: {e}")))
 }
-
-pub use rest::handle as rest_handler;

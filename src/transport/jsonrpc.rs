@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::protojson::{decode, encode_string};
 use super::sse;
 use crate::error::A2aError;
+use crate::protojson::{decode, encode_string};
 
 /// Handles one JSON-RPC request.
 pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {

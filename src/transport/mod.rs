@@ -2,18 +2,16 @@
 //! [`CallContext`](crate::call::CallContext), calls the [`Core`](crate::core::Core), and encodes
 //! the result. No binding touches task internals.
 //!
-//! - [`grpc`]: `lf.a2a.v1.A2AService` (tonic), also reachable as grpc-web; [`grpc_shared`]
-//!   serves its streaming RPCs from bytes encoded once per event, and SendMessage and GetTask
-//!   straight from the shared task.
+//! - [`grpc`]: `lf.a2a.v1.A2AService` (tonic), also reachable as grpc-web; its streaming RPCs
+//!   are served from bytes encoded once per event, SendMessage and GetTask straight from the
+//!   shared task.
 //! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
-//!   and encoding with [`protojson`]; streams go out as [`sse`].
-//! - [`card`]: the Agent Card; [`http`]: what the HTTP side shares, and its router.
+//!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
+//! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share.
 pub mod card;
 pub mod grpc;
-pub mod grpc_shared;
 pub mod http;
 pub mod jsonrpc;
 pub mod operation;
-pub mod protojson;
 pub mod rest;
 pub mod sse;

@@ -4,7 +4,6 @@
 //! none of this: tonic already hands it typed requests.
 use serde_json::{Value, json};
 
-use super::protojson::{encode, encode_list_tasks};
 use crate::call::CallContext;
 use crate::core::{Core, EventStream};
 use crate::error::A2aError;
@@ -13,6 +12,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use crate::protojson::{encode, encode_list_tasks};
 use crate::telemetry::{RequestIds, observe};
 
 /// One decoded A2A call.

@@ -11,7 +11,6 @@ use serde_json::{Map, Value};
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::protojson::{decode, descriptor, encode_string};
 use super::sse;
 use crate::error::A2aError;
 use crate::proto::{
@@ -19,6 +18,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SubscribeToTaskRequest,
 };
+use crate::protojson::{decode, descriptor, encode_string};
 
 /// Largest request body accepted, as for gRPC messages.
 const MAX_BODY: usize = 4 * 1024 * 1024;

@@ -11,7 +11,7 @@ use a2a_server::proto::{
     ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task,
     TaskPushNotificationConfig,
 };
-use a2a_server::transport::protojson::{decode, encode};
+use a2a_server::protojson::{decode, encode};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tonic::transport::Channel;

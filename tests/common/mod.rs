@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::{AgentExecutor, text_part};
-use a2a_server::card::{self, CardFacts};
 use a2a_server::core::{Core, CoreSettings};
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::stream_response::Payload;
@@ -25,10 +24,8 @@ use a2a_server::proto::{
     Message, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, part,
     send_message_response,
 };
-use a2a_server::server;
-use a2a_server::task::store::{MemoryStore, Retention};
+use a2a_server::server::{Running, Server};
 use a2a_server::transport::http::HttpSettings;
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
@@ -38,7 +35,8 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub struct TestServer {
     pub addr: SocketAddr,
     pub core: Arc<Core>,
-    stop: Option<oneshot::Sender<()>>,
+    /// Stops the server when the test drops it.
+    running: Running,
 }
 
 /// What a [`TestServer`] is started with; every part has a default (the demo agent, default
@@ -83,28 +81,18 @@ impl TestServerBuilder {
     }
 }
 
-/// The one place a test server is wired: listener, card, store, core, app, serve.
+/// The one place a test server is wired: the library's own [`Server`] builder on 127.0.0.1.
 async fn serve(builder: TestServerBuilder) -> TestServer {
     let TestServerBuilder { agent, settings, cors_origins, http } = builder;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let facts = CardFacts {
-        public_url: format!("http://{addr}"),
-        public_grpc: addr.to_string(),
-        streaming: settings.streaming,
-        push_notifications: settings.push_notifications,
-        extended_card: settings.extended_card.is_some(),
-    };
-    let card = card::build(DemoAgent::card(), Default::default(), &facts).expect("card");
-    let store = Arc::new(MemoryStore::new(Retention::default()));
-    let core = Arc::new(Core::new(agent, store, settings));
-    let options = server::Options { card, http, cors_origins };
-    let app = server::app(core.clone(), options).await.expect("app");
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server::serve(listener, app.combined(), async {
-        let _ = stopped.await;
-    }));
-    TestServer { addr, core, stop: Some(stop) }
+    let running = Server::new(agent, DemoAgent::card())
+        .settings(settings)
+        .cors_origins(cors_origins)
+        .http(http)
+        .start(listener)
+        .await
+        .expect("start");
+    TestServer { addr: running.local_addr(), core: running.core().clone(), running }
 }
 
 impl TestServer {
@@ -143,14 +131,6 @@ impl TestServer {
         while !check(&self.core) {
             assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
         }
     }
 }

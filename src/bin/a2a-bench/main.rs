@@ -40,7 +40,7 @@ use report::{Document, Machine, Measured, Row};
 use scenarios::Stop;
 
 /// Errors end a scenario (or the run) with a message; nothing here is worth a type of its own.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use a2a_server::error::BoxError;
 
 fn main() -> ExitCode {
     let args = Args::parse();

@@ -1,30 +1,25 @@
-//! Assembles the listener: the A2A gRPC service (and grpc-web) with reflection and health, and
-//! the HTTP side (JSON-RPC, HTTP+JSON, SSE, the card, probes), on one port or two, and runs it
-//! until shutdown.
-use std::future::Future;
+//! The routes: the A2A gRPC service (and grpc-web) with reflection and health, and the HTTP
+//! side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes, metrics), with the fallback and CORS
+//! around them, for one port or two.
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
 
-use axum::response::IntoResponse;
-use tokio::net::TcpListener;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::server::HealthReporter;
-
 use tower::Layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::core::Core;
+use crate::error::BoxError;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
-use crate::transport::card::CardService;
-use crate::transport::grpc::GrpcBinding;
-use crate::transport::grpc_shared::A2aGrpc;
-use crate::transport::http::{self, HttpSettings, HttpState};
-use crate::transport::rest;
-
-/// Anything that can go wrong while starting or running the server.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::transport::card::{self, CardService};
+use crate::transport::grpc::A2aGrpc;
+use crate::transport::http::{HttpSettings, HttpState};
+use crate::transport::{jsonrpc, rest};
 
 /// How the listener is assembled beyond the core.
 #[derive(Clone)]
@@ -41,7 +36,8 @@ pub struct Options {
 pub struct App {
     /// gRPC: `lf.a2a.v1.A2AService` (also as grpc-web), reflection, health.
     pub grpc: axum::Router,
-    /// HTTP: JSON-RPC, HTTP+JSON, SSE, the Agent Card, `/healthz`, `/readyz`.
+    /// HTTP: JSON-RPC, the Agent Card, `/healthz`, `/readyz`, `/metrics` (HTTP+JSON is the
+    /// fallback [`App::combined`] and [`App::split`] install).
     pub http: axum::Router,
     /// `grpc.health.v1` status, SERVING once built.
     pub health: HealthReporter,
@@ -68,7 +64,7 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     };
     // grpc-web wraps the A2A service alone: applied server-wide it would answer every plain
     // HTTP/1.1 request (JSON-RPC, REST) with 400.
-    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(GrpcBinding::new(core.clone())));
+    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone()));
     let grpc = Routes::new(a2a)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
@@ -80,9 +76,8 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         core,
         settings: options.http,
         card: Arc::new(CardService::new(options.card, SystemTime::now())),
-        ready: ready.clone(),
     };
-    let http = http::router(state.clone());
+    let http = http_router(state.clone(), ready.clone());
     let cors = cors_layer(&options.cors_origins)?;
     Ok(App { grpc, http, health, ready, state, cors })
 }
@@ -100,6 +95,45 @@ impl App {
     }
 }
 
+/// The HTTP routes: JSON-RPC at `/` (and at the base path), the Agent Card, `/healthz`,
+/// `/readyz`, `/metrics`. Everything else goes to the HTTP+JSON binding through the fallback
+/// [`finish`] installs: its paths carry `:verbs` and optional tenant prefixes that a router
+/// pattern cannot express.
+fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
+    let mut router = axum::Router::new();
+    let base = state.settings.base_path.clone();
+    if !base.is_empty() {
+        router = router.route(&base, post(jsonrpc::handle)).route(&format!("{base}/"), post(jsonrpc::handle));
+    }
+    let core = state.core.clone();
+    router
+        .route("/", post(jsonrpc::handle))
+        .route("/.well-known/agent-card.json", get(card::handle))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(move || async move { readyz(&ready) }))
+        .route("/metrics", get(move || async move { metrics(&core) }))
+        .with_state(state)
+}
+
+/// 200 until shutdown begins, then 503, so a load balancer stops sending new calls.
+fn readyz(ready: &AtomicBool) -> Response {
+    if ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    }
+}
+
+/// The Prometheus text exposition.
+fn metrics(core: &Core) -> Response {
+    let body = crate::telemetry::render(core);
+    let mut response = (StatusCode::OK, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    response
+}
+
 /// Installs the fallback (HTTP+JSON routes when `http` is given; gRPC UNIMPLEMENTED for gRPC
 /// requests; 404 otherwise) and CORS.
 fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>) -> axum::Router {
@@ -112,7 +146,7 @@ fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>
             }
             match http {
                 Some(state) => rest::handle(state, request).await,
-                None => (axum::http::StatusCode::NOT_FOUND, "not found\n").into_response(),
+                None => (StatusCode::NOT_FOUND, "not found\n").into_response(),
             }
         }
     });
@@ -125,14 +159,14 @@ fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>
 fn is_grpc(request: &axum::extract::Request) -> bool {
     request
         .headers()
-        .get(axum::http::header::CONTENT_TYPE)
+        .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/grpc"))
 }
 
 /// CORS for browsers calling grpc-web, JSON-RPC or REST from another origin.
 fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
-    use axum::http::{HeaderName, HeaderValue, Method};
+    use axum::http::{HeaderName, Method};
     if origins.is_empty() {
         return Ok(None);
     }
@@ -162,56 +196,4 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
             .expose_headers(exposed.map(HeaderName::from_static))
             .max_age(std::time::Duration::from_secs(600)),
     ))
-}
-
-/// Graceful shutdown, in the order a load balancer needs it.
-pub struct Drain {
-    /// The core, to stop new calls, end streams and, at the deadline, cancel tasks.
-    pub core: Arc<Core>,
-    /// `grpc.health.v1`, set to NOT_SERVING first.
-    pub health: HealthReporter,
-    /// `/readyz`, set to 503 first.
-    pub ready: Arc<AtomicBool>,
-    /// How long in-flight unary calls may take before running tasks are cancelled.
-    pub timeout: Duration,
-}
-
-impl Drain {
-    /// Health goes NOT_SERVING and `/readyz` 503; new calls are refused and open streams end
-    /// with UNAVAILABLE (clients resubscribe elsewhere); the listeners stop accepting
-    /// (`stop`) and wait for in-flight calls; if that takes longer than the timeout, running
-    /// tasks are cancelled, which answers every blocked call, and the process exits soon after.
-    pub async fn run(self, stop: tokio::sync::watch::Sender<bool>) {
-        tracing::info!(timeout = ?self.timeout, "draining");
-        self.health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-        self.health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing).await;
-        self.ready.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.core.begin_shutdown();
-        let _ = stop.send(true);
-        tokio::time::sleep(self.timeout).await;
-        tracing::warn!("drain timeout passed; cancelling running tasks");
-        self.core.cancel_all().await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        tracing::error!("calls still open 5 s after cancelling every task; exiting");
-        std::process::exit(1);
-    }
-}
-
-/// Serves `router` on `listener` (h2c and HTTP/1.1 on the same port) until `shutdown`
-/// resolves.
-pub async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), BoxError> {
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
-        .accept_http1(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .max_concurrent_streams(Some(10_000))
-        .add_routes(Routes::from(router))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
-    Ok(())
 }

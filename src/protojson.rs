@@ -1,5 +1,6 @@
 //! ProtoJSON for the generated types, driven by the embedded descriptors (prost-reflect), so the
-//! JSON bindings speak exactly the proto's JSON mapping with no hand-written twin model.
+//! JSON bindings, push bodies and card files speak exactly the proto's JSON mapping with no
+//! hand-written twin model. It is the proto's codec, so it lives beside [`crate::proto`].
 //!
 //! Output is canonical: lowerCamelCase names, enums by name, base64 bytes, RFC 3339 timestamps
 //! ending in `Z`, default-valued implicit fields omitted. Input is lenient as ProtoJSON parsers

@@ -1,0 +1,279 @@
+//! The one way to start a server: [`Server`] assembles the core around an agent, the routes
+//! (`router.rs`) and the listeners, and [`Running`] is the handle to what it started, down to
+//! the graceful [`Drain`] (`drain.rs`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), a2a_server::error::BoxError> {
+//! use std::sync::Arc;
+//! use a2a_server::agent::demo::DemoAgent;
+//! use a2a_server::server::Server;
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:50051").await?;
+//! let running = Server::new(Arc::new(DemoAgent), DemoAgent::card()).start(listener).await?;
+//! println!("listening on {}", running.local_addr());
+//! running.wait().await
+//! # }
+//! ```
+mod drain;
+mod router;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::server::HealthReporter;
+
+pub use drain::Drain;
+use router::{Options, app};
+
+use crate::agent::AgentExecutor;
+use crate::agent::demo::DemoAgent;
+use crate::card::{self, CardFacts, CardOverrides};
+use crate::core::{Core, CoreSettings};
+use crate::error::BoxError;
+use crate::proto::AgentCard;
+use crate::task::store::{MemoryStore, Retention, TaskStore};
+use crate::transport::http::HttpSettings;
+
+/// A server to start around an agent: every setting has a default, so only what differs is
+/// said. Everything runs on the listener given to [`Server::start`] unless an HTTP listener of
+/// its own is given.
+pub struct Server {
+    agent: Arc<dyn AgentExecutor>,
+    card: AgentCard,
+    card_overrides: CardOverrides,
+    card_facts: Option<CardFacts>,
+    settings: CoreSettings,
+    store: Option<Arc<dyn TaskStore>>,
+    http: HttpSettings,
+    cors_origins: Vec<String>,
+    http_listener: Option<TcpListener>,
+    shutdown: Option<BoxFuture<'static, ()>>,
+}
+
+/// The demo agent with its card.
+impl Default for Server {
+    fn default() -> Self {
+        Self::new(Arc::new(DemoAgent), DemoAgent::card())
+    }
+}
+
+impl Server {
+    /// A server for `agent`, publishing `card` completed with the server's interfaces and
+    /// capabilities ([`card::build`]).
+    pub fn new(agent: Arc<dyn AgentExecutor>, card: AgentCard) -> Self {
+        Self {
+            agent,
+            card,
+            card_overrides: CardOverrides::default(),
+            card_facts: None,
+            settings: CoreSettings::default(),
+            store: None,
+            http: HttpSettings::default(),
+            cors_origins: Vec::new(),
+            http_listener: None,
+            shutdown: None,
+        }
+    }
+
+    /// The core's settings (default: [`CoreSettings::default`]).
+    pub fn settings(mut self, settings: CoreSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Card fields that override the agent's card (the `--card-*` flags).
+    pub fn card_overrides(mut self, overrides: CardOverrides) -> Self {
+        self.card_overrides = overrides;
+        self
+    }
+
+    /// Where the card says clients reach the server. Default: the addresses bound, as
+    /// `http://{http}` and `{grpc}`, which is right for local use but not behind a proxy.
+    pub fn card_facts(mut self, facts: CardFacts) -> Self {
+        self.card_facts = Some(facts);
+        self
+    }
+
+    /// The task store (default: a [`MemoryStore`] with the default retention).
+    pub fn store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// SSE and base-path settings of the HTTP side.
+    pub fn http(mut self, http: HttpSettings) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Origins allowed by CORS (`*` for any); none (the default) turns CORS off.
+    pub fn cors_origins(mut self, origins: Vec<String>) -> Self {
+        self.cors_origins = origins;
+        self
+    }
+
+    /// Serves the HTTP bindings on `listener`, leaving only gRPC on the main listener.
+    pub fn http_listener(mut self, listener: TcpListener) -> Self {
+        self.http_listener = Some(listener);
+        self
+    }
+
+    /// Stops the server (listeners close, in-flight calls finish) when `shutdown` resolves;
+    /// the server then no longer stops when its [`Running`] handle is dropped.
+    pub fn shutdown(mut self, shutdown: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.shutdown = Some(Box::pin(shutdown));
+        self
+    }
+
+    /// Binds `address` and starts there.
+    pub async fn start_at(self, address: SocketAddr) -> Result<Running, BoxError> {
+        self.start(bind(address).await?).await
+    }
+
+    /// Builds the card, the core and the routes, and serves on `listener` (and the HTTP
+    /// listener, if one was given) in the background.
+    pub async fn start(self, listener: TcpListener) -> Result<Running, BoxError> {
+        let grpc_addr = listener.local_addr()?;
+        let http_addr = match &self.http_listener {
+            Some(http) => http.local_addr()?,
+            None => grpc_addr,
+        };
+        let mut settings = self.settings;
+        let facts = self.card_facts.unwrap_or_else(|| CardFacts {
+            public_url: format!("http://{http_addr}"),
+            public_grpc: grpc_addr.to_string(),
+            streaming: settings.streaming,
+            push_notifications: settings.push_notifications,
+            extended_card: settings.extended_card.is_some(),
+        });
+        let card = card::build(self.card, self.card_overrides, &facts)?;
+        // The card's required extensions are enforced on every call, beside any the
+        // settings already require.
+        for uri in card::required_extensions(&card) {
+            if !settings.required_extensions.contains(&uri) {
+                settings.required_extensions.push(uri);
+            }
+        }
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new(Retention::default())));
+        let core = Arc::new(Core::new(self.agent, store, settings));
+        let options = Options { card, http: self.http, cors_origins: self.cors_origins };
+        let app = app(core.clone(), options).await?;
+        let (health, ready) = (app.health.clone(), app.ready.clone());
+
+        let (stop, stopped) = watch::channel(false);
+        let until = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                // A dropped sender (every handle gone) stops the server as well.
+                let _ = stopped.wait_for(|stop| *stop).await;
+            }
+        };
+        let task = match self.http_listener {
+            None => tokio::spawn(serve(listener, app.combined(), until())),
+            Some(http_listener) => {
+                let (grpc, http) = app.split();
+                let (grpc, http) = (serve(listener, grpc, until()), serve(http_listener, http, until()));
+                tokio::spawn(async move {
+                    let (a, b) = tokio::join!(grpc, http);
+                    a.and(b)
+                })
+            }
+        };
+        if let Some(shutdown) = self.shutdown {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown => { let _ = stop.send(true); }
+                    () = stop.closed() => {}
+                }
+            });
+        }
+        Ok(Running { grpc_addr, http_addr, core, health, ready, stop, task })
+    }
+}
+
+/// A started server. Dropping it stops the server, unless a [`Server::shutdown`] future was
+/// given: then that future decides.
+pub struct Running {
+    grpc_addr: SocketAddr,
+    http_addr: SocketAddr,
+    core: Arc<Core>,
+    health: HealthReporter,
+    ready: Arc<AtomicBool>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), BoxError>>,
+}
+
+impl Running {
+    /// The address gRPC (and, on one port, everything else) is served on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// The address the HTTP bindings are served on (the same as [`Self::local_addr`] on one
+    /// port).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The core, for tests and embedders that look inside.
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Stops accepting connections; in-flight calls finish.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// The graceful shutdown a load balancer needs, for [`Drain::run`] on a signal.
+    pub fn drain(&self, timeout: Duration) -> Drain {
+        Drain {
+            core: self.core.clone(),
+            health: self.health.clone(),
+            ready: self.ready.clone(),
+            stop: self.stop.clone(),
+            timeout,
+        }
+    }
+
+    /// Waits until the server has stopped.
+    pub async fn wait(self) -> Result<(), BoxError> {
+        // Held until the end, so waiting does not itself stop the server.
+        let Running { task, stop: _stop, .. } = self;
+        task.await?
+    }
+}
+
+/// Binds `address`, saying which address failed.
+pub async fn bind(address: SocketAddr) -> Result<TcpListener, BoxError> {
+    TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}").into())
+}
+
+/// Serves `router` on `listener` (h2c and HTTP/1.1 on the same port) until `shutdown`
+/// resolves.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), BoxError> {
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        .accept_http1(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(Some(10_000))
+        .add_routes(Routes::from(router))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! The gRPC binding: `lf.a2a.v1.A2AService` (tonic), also reachable as grpc-web. Each RPC has
+//! exactly one place where it is served:
+//!
+//! - `encode_once.rs`: SendMessage, SendStreamingMessage, GetTask and SubscribeToTask, answered
+//!   from bytes and tasks shared with every other reader instead of copies made per answer.
+//! - `generated.rs`: every other RPC, through the tonic-generated server.
+//!
+//! [`A2aGrpc`] routes a request by its path to one or the other.
+mod encode_once;
+mod generated;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::codegen::http;
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status};
+
+use crate::call::CallContext;
+use crate::core::Core;
+use crate::error::A2aError;
+use crate::proto::a2a_service_server::A2aServiceServer;
+use crate::telemetry::{RequestIds, observe};
+
+/// `lf.a2a.v1.A2AService`: the encode-once RPCs, and the generated server for the rest.
+#[derive(Clone)]
+pub struct A2aGrpc {
+    generated: A2aServiceServer<GrpcBinding>,
+    binding: Arc<GrpcBinding>,
+}
+
+impl A2aGrpc {
+    /// The service over `core`.
+    pub fn new(core: Arc<Core>) -> Self {
+        let binding = GrpcBinding { core };
+        Self { generated: A2aServiceServer::new(binding.clone()), binding: Arc::new(binding) }
+    }
+}
+
+impl NamedService for A2aGrpc {
+    const NAME: &'static str = crate::proto::SERVICE_NAME;
+}
+
+impl<B> tower::Service<http::Request<B>> for A2aGrpc
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = encode_once::Answer;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let generated = &self.generated;
+        encode_once::route(&self.binding, request, |request| {
+            let mut generated = generated.clone();
+            Box::pin(async move { generated.call(request).await })
+        })
+    }
+}
+
+/// What every RPC needs to reach the core; the generated trait is implemented on it.
+#[derive(Clone)]
+struct GrpcBinding {
+    core: Arc<Core>,
+}
+
+/// Service parameters travel as metadata with lowercased names (spec §10.2).
+fn call_context<T>(request: &Request<T>) -> CallContext {
+    let metadata = request.metadata();
+    let version = metadata.get("a2a-version").and_then(|v| v.to_str().ok());
+    let extensions = metadata.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
+    let mut call = CallContext::from_parameters(version, extensions);
+    call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call
+}
+
+impl GrpcBinding {
+    /// Runs one call against the core inside the shared request telemetry.
+    async fn call<R, T, Fut>(
+        &self,
+        method: &'static str,
+        request: Request<R>,
+        run: impl FnOnce(Arc<Core>, CallContext, R) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        R: RequestIds,
+        Fut: Future<Output = Result<T, A2aError>>,
+    {
+        let call = call_context(&request);
+        let core = self.core.clone();
+        let result =
+            observe("grpc", method, &call, request.into_inner(), |r| run(core, call.clone(), r)).await;
+        result.map(Response::new).map_err(Status::from)
+    }
+}
