@@ -28,6 +28,10 @@ impl Default for Timeouts {
     }
 }
 
+/// Idle blocking connections kept for reuse; more are closed when returned (a burst of
+/// concurrent blocked readers should not pin sockets forever).
+const MAX_IDLE_BLOCKING: usize = 32;
+
 /// A connection of either topology; cheap to clone (clones share the socket).
 #[derive(Clone)]
 pub enum Conn {
@@ -151,7 +155,10 @@ impl Redis {
         };
         let limit = block + self.timeouts.command;
         let value = self.run(op, limit, cmd.query_async(&mut conn)).await?;
-        self.blocking.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+        let mut idle = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE_BLOCKING {
+            idle.push(conn);
+        }
         Ok(value)
     }
 }

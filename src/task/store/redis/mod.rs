@@ -16,7 +16,7 @@
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
 //! slot; an owner's indexes share another. So a write is two atomic steps: the task (one
 //! script), then its index entries (one script). Readers tolerate the window between them: an
-//! index entry whose task is gone is skipped and removed ([`UNINDEX`](scripts::UNINDEX) with
+//! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
 mod conn;
 mod fleet;
