@@ -151,13 +151,7 @@ impl TaskStore for MemoryStore {
             return Ok(());
         }
         if configs.iter().filter(|(o, _)| o == owner).count() >= max_per_task {
-            return Err(A2aError::invalid_field(
-                "id",
-                format!(
-                    "task {} already has {max_per_task} push notification configs, the limit",
-                    config.task_id
-                ),
-            ));
+            return Err(super::push_config_limit(&config.task_id, max_per_task));
         }
         configs.push((owner.clone(), config.clone()));
         Ok(())

@@ -2,6 +2,8 @@
 //! tasks and for ListTasks. Behind a trait so a shared store (Redis) can replace the in-memory
 //! one for multi-replica deployments.
 pub mod memory;
+pub mod redis;
+pub mod url;
 
 use std::sync::Arc;
 
@@ -13,6 +15,8 @@ use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig, TaskState};
 
 pub use memory::{MemoryStore, Retention};
+pub use redis::{RedisOptions, RedisStore};
+pub use url::{RedisTarget, StoreUrl};
 
 /// The filters and page of a ListTasks call, already validated.
 #[derive(Debug, Clone, Default)]
@@ -83,6 +87,14 @@ pub fn status_nanos(task: &Task) -> i128 {
         .and_then(|s| s.timestamp.as_ref())
         .map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128)
         .unwrap_or(0)
+}
+
+/// The refusal of a push config beyond the per-task cap, the same from every store.
+pub(crate) fn push_config_limit(task_id: &str, max_per_task: usize) -> A2aError {
+    A2aError::invalid_field(
+        "id",
+        format!("task {task_id} already has {max_per_task} push notification configs, the limit"),
+    )
 }
 
 /// Storage of task state, scoped by owner.

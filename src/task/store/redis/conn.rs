@@ -1,0 +1,198 @@
+//! Connections: one shared multiplexed connection (single node or cluster) for every short
+//! command, and a pool of dedicated connections for blocking reads, each call bounded by a
+//! named timeout and counted.
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, RedisFuture, RedisResult, Value};
+
+use crate::error::A2aError;
+use crate::task::store::url::RedisTarget;
+
+/// How long Redis may take; every call is bounded by one of these.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Establishing a connection (and the first PING at start).
+    pub connect: Duration,
+    /// One command or script, from send to answer.
+    pub command: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self { connect: Duration::from_secs(2), command: Duration::from_secs(2) }
+    }
+}
+
+/// Idle blocking connections kept for reuse; more are closed when returned (a burst of
+/// concurrent blocked readers should not pin sockets forever).
+const MAX_IDLE_BLOCKING: usize = 32;
+
+/// A connection of either topology; cheap to clone (clones share the socket).
+#[derive(Clone)]
+pub enum Conn {
+    /// A single node, reconnecting by itself.
+    Single(ConnectionManager),
+    /// A dedicated single-node connection (blocking reads).
+    Dedicated(MultiplexedConnection),
+    /// A Redis Cluster, routing each command by its key's slot.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Dedicated(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Dedicated(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Dedicated(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The store's way to Redis: the shared connection, the blocking pool, the timeouts, and the
+/// address to name in errors (never the password).
+pub struct Redis {
+    shared: Conn,
+    target: RedisTarget,
+    timeouts: Timeouts,
+    /// Idle dedicated connections; a blocking XREAD would stall every other command on a
+    /// multiplexed connection, so each blocking read takes one of these for itself.
+    blocking: Mutex<Vec<Conn>>,
+}
+
+impl Redis {
+    /// Connects and checks with a PING, within the connect timeout.
+    pub async fn connect(target: RedisTarget, timeouts: Timeouts) -> Result<Arc<Self>, String> {
+        let shared = tokio::time::timeout(timeouts.connect, open(&target, timeouts, true))
+            .await
+            .map_err(|_| {
+                format!("cannot reach Redis at {}: no answer within {:?}", target.address(), timeouts.connect)
+            })?
+            .map_err(|e| format!("cannot reach Redis at {}: {e}", target.address()))?;
+        let redis = Arc::new(Self { shared, target, timeouts, blocking: Mutex::new(Vec::new()) });
+        redis.query::<String>("ping", &redis::cmd("PING")).await.map_err(|e| e.to_string())?;
+        Ok(redis)
+    }
+
+    /// The shared connection, for scripts and pipelines run through [`Redis::run`].
+    pub fn conn(&self) -> Conn {
+        self.shared.clone()
+    }
+
+    /// The timeouts in force.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Runs one command on the shared connection.
+    pub async fn query<T: redis::FromRedisValue>(&self, op: &'static str, cmd: &Cmd) -> Result<T, A2aError> {
+        let mut conn = self.conn();
+        self.run(op, self.timeouts.command, async move { cmd.query_async(&mut conn).await }).await
+    }
+
+    /// Awaits one round trip within `limit`, counting it, and maps failures to UNAVAILABLE.
+    pub async fn run<T>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        call: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T, A2aError> {
+        metrics::counter!("a2a_redis_round_trips_total", "op" => op).increment(1);
+        let outcome = tokio::time::timeout(limit, call).await;
+        let error = match outcome {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {limit:?}"),
+        };
+        metrics::counter!("a2a_redis_errors_total", "op" => op).increment(1);
+        tracing::warn!(op, address = %self.target.address(), %error, "Redis call failed");
+        Err(A2aError::Unavailable(format!(
+            "the task store (Redis at {}) is unavailable: {op} failed: {error}",
+            self.target.address()
+        )))
+    }
+
+    /// Runs a blocking command on a dedicated connection, allowing `block` more than the
+    /// command timeout. The connection goes back to the pool only after a clean answer.
+    pub async fn blocking<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        block: Duration,
+        cmd: &Cmd,
+    ) -> Result<T, A2aError> {
+        let pooled = self.blocking.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                let opening = open(&self.target, self.timeouts, false);
+                self.run("connect", self.timeouts.connect, opening).await?
+            }
+        };
+        let limit = block + self.timeouts.command;
+        let value = self.run(op, limit, cmd.query_async(&mut conn)).await?;
+        let mut idle = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE_BLOCKING {
+            idle.push(conn);
+        }
+        Ok(value)
+    }
+}
+
+/// Opens a connection: `shared` ones reconnect by themselves (and time out each command);
+/// dedicated ones carry no response timeout of their own (their caller bounds each call).
+async fn open(target: &RedisTarget, timeouts: Timeouts, shared: bool) -> RedisResult<Conn> {
+    let response = shared.then_some(timeouts.command);
+    match target {
+        RedisTarget::Node(info) => {
+            let client = redis::Client::open(ConnectionInfo::clone(info))?;
+            if shared {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeouts.connect))
+                    .set_response_timeout(response)
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_secs(1));
+                Ok(Conn::Single(ConnectionManager::new_with_config(client, config).await?))
+            } else {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeouts.connect))
+                    .set_response_timeout(None);
+                Ok(Conn::Dedicated(client.get_multiplexed_async_connection_with_config(&config).await?))
+            }
+        }
+        RedisTarget::Cluster(nodes) => {
+            let mut builder =
+                ClusterClientBuilder::new(nodes.clone()).connection_timeout(timeouts.connect).retries(2);
+            if let Some(response) = response {
+                builder = builder.response_timeout(response);
+            } else {
+                builder = builder.response_timeout(Duration::from_secs(24 * 3600));
+            }
+            Ok(Conn::Cluster(builder.build()?.get_async_connection().await?))
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! ListTasks from the owner's indexes: one script picks the page's members and counts the
+//! total on the owner's slot; the tasks are then read from their own slots.
+use std::sync::Arc;
+
+use redis::Value;
+
+use super::keys::{at_or_after_bound, index_member, owner_id, parse_member, position};
+use super::{RedisStore, scripts};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+use crate::task::store::{Cursor, TaskPage, TaskQuery};
+
+/// Rounds of "read the page, drop stale entries, read again" before answering with what is
+/// there; stale entries come only from expired tasks and interrupted writes, so one is usual.
+const ATTEMPTS: usize = 3;
+
+impl RedisStore {
+    /// A page of `owner`'s tasks, in the ListTasks order, with the memory store's cursors.
+    pub(super) async fn list_page(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
+        let oid = owner_id(owner);
+        let index = match &query.context_id {
+            Some(context_id) => self.keys.context_index(&oid, context_id),
+            None => self.keys.owner_index(&oid),
+        };
+        let start =
+            query.after.as_ref().map(|c| format!("({}", index_member(c))).unwrap_or_else(|| "-".into());
+        let stop = query
+            .status_after
+            .as_ref()
+            .map(|t| at_or_after_bound(t.seconds as i128 * 1_000_000_000 + t.nanos as i128))
+            .unwrap_or_else(|| "+".into());
+        let state = query.state.map(|s| (s as i32).to_string()).unwrap_or_default();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut list = scripts::LIST.prepare_invoke();
+            list.key(&index).key(self.keys.owner_meta(&oid));
+            list.arg(&start).arg(&stop).arg(&state).arg(query.page_size + 1);
+            let mut conn = self.redis.conn();
+            let limit = self.redis.timeouts().command;
+            let reply: Vec<Value> = self.redis.run("list", limit, list.invoke_async(&mut conn)).await?;
+            let (total, members) = parse_list_reply(reply)?;
+            let loaded =
+                futures::future::try_join_all(members.iter().map(|c| self.load(owner, &c.task_id))).await?;
+            let mut stale = 0;
+            for (cursor, _) in members.iter().zip(&loaded).filter(|(_, task)| task.is_none()) {
+                self.unindex(&oid, &cursor.task_id, &position(cursor.timestamp_nanos)).await?;
+                stale += 1;
+            }
+            if stale > 0 && attempt < ATTEMPTS {
+                continue;
+            }
+            let mut page: Vec<(Cursor, Arc<Task>)> = members
+                .into_iter()
+                .zip(loaded)
+                .filter_map(|(cursor, task)| task.map(|(task, _)| (cursor, task)))
+                .collect();
+            let more = page.len() > query.page_size;
+            page.truncate(query.page_size);
+            let next = if more { page.last().map(|(cursor, _)| cursor.clone()) } else { None };
+            let tasks = page.into_iter().map(|(_, task)| Arc::unwrap_or_clone(task)).collect();
+            return Ok(TaskPage { tasks, next, total: total.saturating_sub(stale) });
+        }
+    }
+}
+
+/// `{total, member…}` from [`scripts::LIST`].
+fn parse_list_reply(reply: Vec<Value>) -> Result<(usize, Vec<Cursor>), A2aError> {
+    let malformed = || A2aError::Internal("malformed ListTasks index reply from Redis".into());
+    let mut values = reply.into_iter();
+    let total = match values.next() {
+        Some(Value::Int(total)) => usize::try_from(total).map_err(|_| malformed())?,
+        _ => return Err(malformed()),
+    };
+    let mut members = Vec::new();
+    for value in values {
+        let Value::BulkString(bytes) = value else { return Err(malformed()) };
+        // A member this code did not write (or garbage) is skipped, not fatal.
+        if let Some(cursor) = std::str::from_utf8(&bytes).ok().and_then(parse_member) {
+            members.push(cursor);
+        }
+    }
+    Ok((total, members))
+}

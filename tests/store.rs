@@ -1,0 +1,269 @@
+//! The task stores: one suite over the memory store, Redis and a Redis Cluster, then the fleet
+//! primitives only Redis has (append, exact join, trimming, blocking reads, leases, outages).
+#[path = "common/redis.rs"]
+mod redis_server;
+#[path = "store/suite.rs"]
+mod suite;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use a2a_server::proto::{Task, TaskState};
+use a2a_server::task::store::redis::{EventBatch, Fenced, StreamBounds, Timeouts};
+use a2a_server::task::store::{MemoryStore, RedisOptions, RedisStore, Retention, StoreUrl, TaskStore};
+use bytes::Bytes;
+use redis_server::{RedisCluster, RedisServer};
+use suite::{owner, task};
+
+/// Every call here must end well within this, answer or error: nothing may hang.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// A store on `url` under a prefix no other test uses.
+async fn redis_store(url: &str, retention: Retention, timeouts: Timeouts) -> RedisStore {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let StoreUrl::Redis(target) = StoreUrl::parse(url).unwrap() else { panic!("{url} is not Redis") };
+    let prefix = format!("test{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    RedisStore::connect(target, RedisOptions { prefix, retention, timeouts }).await.unwrap()
+}
+
+#[tokio::test]
+async fn suite_on_memory() {
+    suite::run(|retention| async move { Arc::new(MemoryStore::new(retention)) as Arc<dyn TaskStore> }).await;
+}
+
+#[tokio::test]
+async fn suite_on_redis() {
+    let Some(server) = RedisServer::start() else { return };
+    suite_on(server.url()).await;
+}
+
+#[tokio::test]
+async fn suite_on_redis_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    suite_on(cluster.url()).await;
+}
+
+async fn suite_on(url: String) {
+    suite::run(|retention| {
+        let url = url.clone();
+        async move { Arc::new(redis_store(&url, retention, Timeouts::default()).await) as Arc<dyn TaskStore> }
+    })
+    .await;
+}
+
+/// The task after `seq` events: its history length says which event it includes.
+fn task_at(seq: u64) -> Task {
+    let mut task = Task::clone(&task("t", "c", TaskState::Working, seq as i64));
+    task.history = vec![Default::default(); seq as usize];
+    task
+}
+
+const BOUNDS: StreamBounds = StreamBounds { max_events: 10_000 };
+
+/// A writer appends 300 events while readers join at random moments: each gets a snapshot at
+/// some S and then exactly S+1..=300 from the stream, no gap, no duplicate.
+async fn exact_join(store: Arc<RedisStore>) {
+    let alice = owner("alice");
+    const LAST: u64 = 300;
+    let writer = {
+        let (store, alice) = (store.clone(), alice.clone());
+        tokio::spawn(async move {
+            for seq in 1..=LAST {
+                let event = Bytes::from(format!("event {seq}"));
+                store.append(&alice, &task_at(seq), seq, event, BOUNDS, None).await.unwrap().unwrap();
+            }
+        })
+    };
+    let mut readers = Vec::new();
+    for delay in [0u64, 1, 3, 7, 15] {
+        let (store, alice) = (store.clone(), alice.clone());
+        readers.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let (snapshot, at) = loop {
+                if let Some(found) = store.snapshot(&alice, "t").await.unwrap() {
+                    break found;
+                }
+                tokio::task::yield_now().await;
+            };
+            assert_eq!(snapshot.history.len() as u64, at, "the snapshot includes exactly its seq");
+            let mut last = at;
+            while last < LAST {
+                let read = store.read_events("t", last, Some(Duration::from_secs(5)), 50).await.unwrap();
+                let EventBatch::Events(events) = read else { panic!("trimmed: {read:?}") };
+                for (seq, payload) in events {
+                    assert_eq!(seq, last + 1, "no gap, no duplicate");
+                    assert_eq!(payload, Bytes::from(format!("event {seq}")));
+                    last = seq;
+                }
+            }
+            at
+        }));
+    }
+    writer.await.unwrap();
+    for reader in readers {
+        tokio::time::timeout(BOUND, reader).await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn append_then_snapshot_and_events_join_exactly() {
+    let Some(server) = RedisServer::start() else { return };
+    exact_join(Arc::new(redis_store(&server.url(), Retention::default(), Timeouts::default()).await)).await;
+}
+
+#[tokio::test]
+async fn append_then_snapshot_and_events_join_exactly_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    exact_join(Arc::new(redis_store(&cluster.url(), Retention::default(), Timeouts::default()).await)).await;
+}
+
+#[tokio::test]
+async fn append_is_fenced_by_seq_and_lease() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = redis_store(&server.url(), Retention::default(), Timeouts::default()).await;
+    let alice = owner("alice");
+    let event = || Bytes::from_static(b"e");
+    assert_eq!(store.append(&alice, &task_at(1), 1, event(), BOUNDS, None).await.unwrap(), Ok(()));
+    let again = store.append(&alice, &task_at(1), 1, event(), BOUNDS, None).await.unwrap();
+    assert_eq!(again, Err(Fenced::Seq { stored: 1 }), "a retried append is refused");
+    let skipping = store.append(&alice, &task_at(3), 3, event(), BOUNDS, None).await.unwrap();
+    assert_eq!(skipping, Err(Fenced::Seq { stored: 1 }), "a stale writer is refused");
+    let stranger = store.append(&owner("bob"), &task_at(2), 2, event(), BOUNDS, None).await.unwrap();
+    assert_eq!(stranger, Err(Fenced::Owner));
+
+    assert!(store.acquire_lease("t", "replica-a", Duration::from_secs(10)).await.unwrap());
+    let not_ours = store.append(&alice, &task_at(2), 2, event(), BOUNDS, Some("replica-b")).await.unwrap();
+    assert_eq!(not_ours, Err(Fenced::Lease { holder: Some("replica-a".into()) }));
+    assert_eq!(
+        store.append(&alice, &task_at(2), 2, event(), BOUNDS, Some("replica-a")).await.unwrap(),
+        Ok(())
+    );
+    let (snapshot, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
+    assert_eq!((snapshot.history.len(), seq), (2, 2), "refused appends left nothing behind");
+    assert!(store.snapshot(&owner("bob"), "t").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_reader_behind_the_trimmed_stream_is_told_to_restart() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = redis_store(&server.url(), Retention::default(), Timeouts::default()).await;
+    let alice = owner("alice");
+    let small = StreamBounds { max_events: 10 };
+    for seq in 1..=500 {
+        store
+            .append(&alice, &task_at(seq), seq, Bytes::from_static(b"e"), small, None)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let EventBatch::Trimmed { first_seq } = store.read_events("t", 0, None, 10).await.unwrap() else {
+        panic!("the stream was not trimmed")
+    };
+    assert!(first_seq > 1 && first_seq <= 491, "first_seq {first_seq}");
+    let EventBatch::Events(tail) = store.read_events("t", 495, None, 100).await.unwrap() else { panic!() };
+    assert_eq!(tail.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [496, 497, 498, 499, 500]);
+    let EventBatch::Events(none) = store.read_events("t", 500, None, 100).await.unwrap() else { panic!() };
+    assert!(none.is_empty());
+}
+
+#[tokio::test]
+async fn a_blocked_read_wakes_on_append() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = Arc::new(redis_store(&server.url(), Retention::default(), Timeouts::default()).await);
+    let alice = owner("alice");
+    store.append(&alice, &task_at(1), 1, Bytes::from_static(b"one"), BOUNDS, None).await.unwrap().unwrap();
+    // Nothing new: the read returns empty after its block time.
+    let started = Instant::now();
+    let idle = store.read_events("t", 1, Some(Duration::from_millis(200)), 10).await.unwrap();
+    assert_eq!(idle, EventBatch::Events(vec![]));
+    assert!(started.elapsed() >= Duration::from_millis(190));
+    // Several blocked readers at once (each on its own connection), woken by one append.
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let read = store.read_events("t", 1, Some(Duration::from_secs(30)), 10).await.unwrap();
+                (read, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    store.append(&alice, &task_at(2), 2, Bytes::from_static(b"two"), BOUNDS, None).await.unwrap().unwrap();
+    for reader in readers {
+        let (read, waited) = tokio::time::timeout(BOUND, reader).await.unwrap().unwrap();
+        assert_eq!(read, EventBatch::Events(vec![(2, Bytes::from_static(b"two"))]));
+        assert!(waited < Duration::from_secs(5), "woken by the append, not the 30 s block: {waited:?}");
+    }
+}
+
+#[tokio::test]
+async fn leases_are_exclusive_renewable_releasable_and_expire() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = redis_store(&server.url(), Retention::default(), Timeouts::default()).await;
+    let ttl = Duration::from_secs(10);
+    assert!(store.acquire_lease("t", "a", ttl).await.unwrap());
+    assert!(store.acquire_lease("t", "a", ttl).await.unwrap(), "re-acquiring one's own lease extends it");
+    assert!(!store.acquire_lease("t", "b", ttl).await.unwrap());
+    assert_eq!(store.lease_owner("t").await.unwrap().as_deref(), Some("a"));
+    assert!(!store.renew_lease("t", "b", ttl).await.unwrap());
+    assert!(store.renew_lease("t", "a", ttl).await.unwrap());
+    assert!(!store.release_lease("t", "b").await.unwrap());
+    assert!(store.release_lease("t", "a").await.unwrap());
+    assert_eq!(store.lease_owner("t").await.unwrap(), None);
+    assert!(!store.renew_lease("t", "a", ttl).await.unwrap(), "a released lease cannot be renewed");
+
+    assert!(store.acquire_lease("t", "a", Duration::from_millis(200)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.lease_owner("t").await.unwrap(), None, "an unrenewed lease expires");
+    assert!(store.acquire_lease("t", "b", ttl).await.unwrap());
+    assert!(!store.renew_lease("t", "a", ttl).await.unwrap(), "the old owner learns it lost the lease");
+}
+
+#[tokio::test]
+async fn redis_down_is_unavailable_and_recovers_after_restart() {
+    let Some(mut server) = RedisServer::start() else { return };
+    let timeouts = Timeouts { connect: Duration::from_millis(500), command: Duration::from_millis(500) };
+    let store = redis_store(&server.url(), Retention::default(), timeouts).await;
+    let alice = owner("alice");
+    store.save(&alice, task("t", "c", TaskState::Working, 1)).await.unwrap();
+
+    server.stop();
+    let started = Instant::now();
+    let error = tokio::time::timeout(BOUND, store.get(&alice, "t")).await.expect("no hang").unwrap_err();
+    assert_eq!(error.reason(), "UNAVAILABLE");
+    assert!(error.to_string().contains(&format!("127.0.0.1:{}", server.port)), "{error}");
+    let blocked =
+        tokio::time::timeout(BOUND, store.read_events("t", 0, Some(Duration::from_millis(100)), 1)).await;
+    assert_eq!(blocked.expect("no hang").unwrap_err().reason(), "UNAVAILABLE");
+    let listed = tokio::time::timeout(BOUND, store.list(&alice, &Default::default())).await;
+    assert_eq!(listed.expect("no hang").unwrap_err().reason(), "UNAVAILABLE");
+    assert!(started.elapsed() < BOUND);
+
+    server.restart();
+    let deadline = Instant::now() + BOUND;
+    loop {
+        match tokio::time::timeout(BOUND, store.save(&alice, task("t2", "c", TaskState::Working, 2))).await {
+            Ok(Ok(())) => break,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("no recovery after the restart: {other:?}"),
+        }
+    }
+    assert!(store.get(&alice, "t2").await.unwrap().is_some());
+    assert!(store.get(&alice, "t").await.unwrap().is_none(), "persistence is off: the old task is gone");
+}
+
+#[tokio::test]
+async fn connect_fails_fast_naming_the_address() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let error = a2a_server::task::store::redis::connect(&format!("redis://127.0.0.1:{port}"), "a2a")
+        .await
+        .err()
+        .expect("nothing listens there");
+    assert!(error.contains(&format!("127.0.0.1:{port}")), "{error}");
+    assert!(started.elapsed() < BOUND);
+    let bad = a2a_server::task::store::redis::connect("redis://127.0.0.1:1", "a{b}").await.err().unwrap();
+    assert!(bad.contains("prefix"), "{bad}");
+}

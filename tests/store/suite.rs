@@ -1,0 +1,203 @@
+//! The one TaskStore suite every backend passes: each case gets a fresh, empty store.
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_server::call::Owner;
+use a2a_server::proto::{Task, TaskPushNotificationConfig, TaskState, TaskStatus};
+use a2a_server::task::store::{Cursor, Retention, TaskQuery, TaskStore};
+
+/// A task of `context` in `state`, its status stamped `secs` after an arbitrary epoch.
+pub fn task(id: &str, context: &str, state: TaskState, secs: i64) -> Arc<Task> {
+    Arc::new(Task {
+        id: id.into(),
+        context_id: context.into(),
+        status: Some(TaskStatus {
+            state: state as i32,
+            timestamp: Some(pbjson_types::Timestamp { seconds: 1_700_000_000 + secs, nanos: 0 }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// An owner of the default tenant.
+pub fn owner(principal: &str) -> Owner {
+    Owner { tenant: String::new(), principal: principal.into() }
+}
+
+fn config(task_id: &str, id: &str, url: &str) -> TaskPushNotificationConfig {
+    TaskPushNotificationConfig {
+        task_id: task_id.into(),
+        id: id.into(),
+        url: url.into(),
+        ..Default::default()
+    }
+}
+
+fn query(page_size: usize) -> TaskQuery {
+    TaskQuery { page_size, ..Default::default() }
+}
+
+async fn ids(store: &Arc<dyn TaskStore>, owner: &Owner, query: &TaskQuery) -> (Vec<String>, usize) {
+    let page = store.list(owner, query).await.unwrap();
+    (page.tasks.iter().map(|t| t.id.clone()).collect(), page.total)
+}
+
+/// Runs every case, each on a store `make` builds with the given retention.
+pub async fn run<F, Fut>(make: F)
+where
+    F: Fn(Retention) -> Fut,
+    Fut: Future<Output = Arc<dyn TaskStore>>,
+{
+    let keep_all = Retention { max_finished: 1000, max_age: Duration::from_secs(3600) };
+    save_and_get(make(keep_all).await).await;
+    owners_are_isolated(make(keep_all).await).await;
+    list_order_paging_and_cursors(make(keep_all).await).await;
+    list_filters_and_totals(make(keep_all).await).await;
+    list_follows_updates(make(keep_all).await).await;
+    push_configs_crud_and_cap(make(keep_all).await).await;
+    retention_by_count(make(Retention { max_finished: 2, ..keep_all }).await).await;
+    retention_by_age(make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await).await;
+}
+
+async fn save_and_get(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    assert!(store.get(&alice, "t1").await.unwrap().is_none());
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
+    assert_eq!(*store.get(&alice, "t1").await.unwrap().unwrap(), *task("t1", "c", TaskState::Working, 1));
+    store.save(&alice, task("t1", "c", TaskState::Completed, 2)).await.unwrap();
+    assert_eq!(*store.get(&alice, "t1").await.unwrap().unwrap(), *task("t1", "c", TaskState::Completed, 2));
+}
+
+async fn owners_are_isolated(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p", "https://a.example"), 5).await.unwrap();
+    let strangers = [
+        owner("bob"),
+        Owner { tenant: "other".into(), principal: "alice".into() },
+        owner("alice:"),
+        owner(""),
+    ];
+    for stranger in strangers {
+        assert!(store.get(&stranger, "t1").await.unwrap().is_none(), "{stranger:?}");
+        assert_eq!(ids(&store, &stranger, &query(10)).await, (vec![], 0), "{stranger:?}");
+        assert!(store.push_configs(&stranger, "t1").await.unwrap().is_empty());
+        store.delete_push_config(&stranger, "t1", "p").await.unwrap();
+    }
+    assert_eq!(store.push_configs(&alice, "t1").await.unwrap().len(), 1);
+}
+
+async fn list_order_paging_and_cursors(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    // Equal timestamps tie-break on id ascending; newest first otherwise.
+    for (id, secs) in [("e", 5), ("a", 5), ("c", 9), ("b", 1), ("d", 5), ("f", 7), ("g", -3)] {
+        store.save(&alice, task(id, "c", TaskState::Working, secs)).await.unwrap();
+    }
+    let expected = ["c", "f", "a", "d", "e", "b", "g"];
+    let mut seen = Vec::new();
+    let mut q = query(3);
+    loop {
+        let page = store.list(&alice, &q).await.unwrap();
+        assert_eq!(page.total, 7);
+        seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+        match page.next {
+            Some(next) => {
+                // The client sends back an opaque token; it must round-trip.
+                q.after = Some(Cursor::decode(&next.encode()).unwrap());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected);
+    let all = store.list(&alice, &query(7)).await.unwrap();
+    assert!(all.next.is_none(), "an exactly full last page has no next cursor");
+    let after_a = TaskQuery { after: Some(Cursor::of(&task("a", "c", TaskState::Working, 5))), ..query(2) };
+    assert_eq!(ids(&store, &alice, &after_a).await, (vec!["d".into(), "e".into()], 7));
+}
+
+async fn list_filters_and_totals(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("w1", "x", TaskState::Working, 1)).await.unwrap();
+    store.save(&alice, task("w2", "y", TaskState::Working, 2)).await.unwrap();
+    store.save(&alice, task("d1", "x", TaskState::Completed, 3)).await.unwrap();
+    store.save(&alice, task("i1", "x", TaskState::InputRequired, 4)).await.unwrap();
+    store.save(&owner("bob"), task("b1", "x", TaskState::Working, 5)).await.unwrap();
+
+    let in_x = TaskQuery { context_id: Some("x".into()), ..query(10) };
+    assert_eq!(ids(&store, &alice, &in_x).await, (vec!["i1".into(), "d1".into(), "w1".into()], 3));
+    let working = TaskQuery { state: Some(TaskState::Working), ..query(10) };
+    assert_eq!(ids(&store, &alice, &working).await, (vec!["w2".into(), "w1".into()], 2));
+    let working_in_x = TaskQuery { state: Some(TaskState::Working), ..in_x.clone() };
+    assert_eq!(ids(&store, &alice, &working_in_x).await, (vec!["w1".into()], 1));
+    let since = Some(pbjson_types::Timestamp { seconds: 1_700_000_002, nanos: 0 });
+    let recent = TaskQuery { status_after: since, ..query(10) };
+    assert_eq!(ids(&store, &alice, &recent).await, (vec!["i1".into(), "d1".into(), "w2".into()], 3));
+    let recent_in_x_paged = TaskQuery { status_after: since, page_size: 1, ..in_x.clone() };
+    let page = store.list(&alice, &recent_in_x_paged).await.unwrap();
+    assert_eq!((page.tasks.len(), page.total), (1, 2));
+    let second = TaskQuery { after: page.next, ..recent_in_x_paged };
+    assert_eq!(ids(&store, &alice, &second).await, (vec!["d1".into()], 2));
+    let no_such_context = TaskQuery { context_id: Some("zzz".into()), ..query(10) };
+    assert_eq!(ids(&store, &alice, &no_such_context).await, (vec![], 0));
+}
+
+async fn list_follows_updates(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("t1", "x", TaskState::Working, 1)).await.unwrap();
+    store.save(&alice, task("t2", "x", TaskState::Working, 2)).await.unwrap();
+    // t1 moves ahead, changes state and context: it shows once, in its new place only.
+    store.save(&alice, task("t1", "y", TaskState::Completed, 3)).await.unwrap();
+    assert_eq!(ids(&store, &alice, &query(10)).await, (vec!["t1".into(), "t2".into()], 2));
+    let in_x = TaskQuery { context_id: Some("x".into()), ..query(10) };
+    assert_eq!(ids(&store, &alice, &in_x).await, (vec!["t2".into()], 1));
+    let working = TaskQuery { state: Some(TaskState::Working), ..query(10) };
+    assert_eq!(ids(&store, &alice, &working).await, (vec!["t2".into()], 1));
+}
+
+async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
+    let (alice, bob) = (owner("alice"), owner("bob"));
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p2", "https://2.example"), 2).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p1", "https://1.example"), 2).await.unwrap();
+    let refused = store.put_push_config(&alice, &config("t1", "p3", "https://3.example"), 2).await;
+    assert_eq!(refused.unwrap_err().reason(), "INVALID_PARAMS");
+    // Replacing one at the cap is allowed and keeps its place (creation order).
+    store.put_push_config(&alice, &config("t1", "p2", "https://2b.example"), 2).await.unwrap();
+    let listed = store.push_configs(&alice, "t1").await.unwrap();
+    let urls: Vec<&str> = listed.iter().map(|c| c.url.as_str()).collect();
+    assert_eq!(urls, ["https://2b.example", "https://1.example"]);
+    // The cap counts per owner.
+    store.put_push_config(&bob, &config("t1", "p1", "https://bob.example"), 2).await.unwrap();
+    store.delete_push_config(&alice, "t1", "p2").await.unwrap();
+    store.delete_push_config(&alice, "t1", "missing").await.unwrap();
+    let listed = store.push_configs(&alice, "t1").await.unwrap();
+    assert_eq!(listed, vec![config("t1", "p1", "https://1.example")]);
+    assert_eq!(store.push_configs(&bob, "t1").await.unwrap().len(), 1);
+}
+
+async fn retention_by_count(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("live", "c", TaskState::Working, 0)).await.unwrap();
+    for (i, id) in ["f1", "f2", "f3"].into_iter().enumerate() {
+        store.save(&alice, task(id, "c", TaskState::Working, i as i64)).await.unwrap();
+        store.put_push_config(&alice, &config(id, "p", "https://x.example"), 5).await.unwrap();
+        store.save(&alice, task(id, "c", TaskState::Completed, 10 + i as i64)).await.unwrap();
+    }
+    assert!(store.get(&alice, "f1").await.unwrap().is_none(), "the oldest finished task is evicted");
+    assert!(store.push_configs(&alice, "f1").await.unwrap().is_empty(), "with its push configs");
+    assert!(store.get(&alice, "f3").await.unwrap().is_some());
+    assert!(store.get(&alice, "live").await.unwrap().is_some(), "live tasks are never evicted");
+    assert_eq!(ids(&store, &alice, &query(10)).await, (vec!["f3".into(), "f2".into(), "live".into()], 3));
+}
+
+async fn retention_by_age(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("live", "c", TaskState::Working, 0)).await.unwrap();
+    store.save(&alice, task("done", "c", TaskState::Completed, 1)).await.unwrap();
+    assert!(store.get(&alice, "done").await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(store.get(&alice, "done").await.unwrap().is_none(), "finished tasks go after the age");
+    assert_eq!(ids(&store, &alice, &query(10)).await, (vec!["live".into()], 1));
+}
