@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::execution::Executions;
 use super::handle::{Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
 use super::log::{EventLog, Feed, SubscriberCount};
+use super::metrics::{TaskMetrics, track_state};
 use super::registry::Registry;
 use super::store::TaskStore;
 use super::{is_interrupted, is_terminal, now, state_of};
@@ -29,7 +30,6 @@ use crate::proto::{
     TaskStatusUpdateEvent, stream_response::Payload,
 };
 use crate::push::PushDispatcher;
-use crate::telemetry::TaskMetrics;
 
 /// What every actor shares: the agent, the store, the registry and the limits.
 pub struct TaskEnv {
@@ -121,20 +121,6 @@ pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>) -> TaskHandle {
         drop(tokio::spawn(actor.run()));
         handle
     })
-}
-
-/// Moves a task between the live-tasks-by-state gauges (UNSPECIFIED: not counted).
-fn track_state(from: TaskState, to: TaskState) {
-    if from == to {
-        return;
-    }
-    let metrics = TaskMetrics::get();
-    if let Some(gauge) = metrics.live(from) {
-        gauge.decrement(1.0);
-    }
-    if let Some(gauge) = metrics.live(to) {
-        gauge.increment(1.0);
-    }
 }
 
 /// Who sent a new task's first message, until the agent's first event says whether there is a

@@ -4,6 +4,7 @@ pub mod actor;
 mod execution;
 pub mod handle;
 pub mod log;
+mod metrics;
 pub mod registry;
 pub mod store;
 pub mod view;
