@@ -22,7 +22,8 @@ use crate::proto::{
     SendMessageResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
 use crate::push::{PushDispatcher, PushSettings, PushStats};
-use crate::task::actor::{TaskEnv, revive};
+use crate::task::TaskEnv;
+use crate::task::actor::revive;
 use crate::task::handle::TaskHandle;
 use crate::task::log::{SubscriberCount, TaskEvent};
 use crate::task::registry::Registry;

@@ -14,7 +14,7 @@ use crate::proto::{
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::actor::start_task;
-use crate::task::handle::{FollowUp, Started, Subscription, Turn};
+use crate::task::handle::{Answer, FollowUp, Started, Subscription, Turn};
 use crate::task::log::TaskEvent;
 use crate::task::view::trim_history;
 use crate::task::{is_interrupted, is_terminal, now, state_of};
@@ -47,7 +47,8 @@ pub(super) async fn send_message(
     let configuration = request.configuration.as_ref();
     let return_immediately = configuration.is_some_and(|c| c.return_immediately);
     let history_length = configuration.and_then(|c| c.history_length);
-    let task = match begin(core, call, request, !return_immediately).await? {
+    let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
+    let task = match begin(core, call, request, answer).await? {
         Started::Message(message) => return Ok(SendOutcome::Message(message)),
         Started::Turn(turn) => turn.subscription.snapshot,
         Started::Settled(task) => task,
@@ -69,7 +70,7 @@ pub(super) async fn send_streaming_message(
     request: SendMessageRequest,
 ) -> Result<EventStream, A2aError> {
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
-    Ok(match begin(core, call, request, false).await? {
+    Ok(match begin(core, call, request, Answer::Follow).await? {
         Started::Message(message) => {
             let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
@@ -79,12 +80,12 @@ pub(super) async fn send_streaming_message(
     })
 }
 /// Validates a SendMessage request and hands the message to a new task or to the live task
-/// it names; `settle` asks for the answer at the end of the turn rather than at once.
+/// it names, answered as `answer` asks.
 async fn begin(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
-    settle: bool,
+    answer: Answer,
 ) -> Result<Started, A2aError> {
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
@@ -104,7 +105,7 @@ async fn begin(
             accepted_output_modes: configuration.accepted_output_modes,
         };
         // Boxed: its state would otherwise enlarge every SendMessage's future.
-        return Box::pin(continue_task(core, owner, follow_up, inline_push, settle)).await;
+        return Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await;
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();
@@ -141,7 +142,7 @@ async fn begin(
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    start_task(core.env.clone(), owner, ctx, settle)
+    start_task(core.env.clone(), owner, ctx, answer)
         .run()
         .await
         .await
@@ -154,7 +155,7 @@ async fn continue_task(
     owner: Owner,
     follow_up: FollowUp,
     mut push: Option<TaskPushNotificationConfig>,
-    settle: bool,
+    answer: Answer,
 ) -> Result<Started, A2aError> {
     let task_id = follow_up.message.task_id.clone();
     for _ in 0..ATTEMPTS {
@@ -172,7 +173,7 @@ async fn continue_task(
             core.register_push_config(&owner, config).await?;
         }
         // A copy, in case the actor is gone before it takes the message.
-        if let Some(started) = handle.send_message(follow_up.clone(), settle).await {
+        if let Some(started) = handle.send_message(follow_up.clone(), answer).await {
             return started;
         }
     }
