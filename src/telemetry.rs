@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
-use metrics::{Counter, Gauge, Histogram};
+use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
@@ -17,7 +17,7 @@ use crate::error::A2aError;
 use crate::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
 use crate::push::PushStats;
 
@@ -188,61 +188,4 @@ fn call_metrics(binding: &'static str, method: &'static str) -> &'static CallMet
     }));
     calls.push(created);
     created
-}
-
-/// The handles the task actors update on every task and event.
-pub(crate) struct TaskMetrics {
-    /// `a2a_tasks_started_total`.
-    pub started: Counter,
-    /// `a2a_events_total`.
-    pub events: Counter,
-    /// `a2a_tasks_hibernated_total`: idle waiting tasks whose actor went to the store.
-    pub hibernated: Counter,
-    /// `a2a_tasks_revived_total`: hibernated tasks given an actor again.
-    pub revived: Counter,
-    /// `a2a_tasks{state}` by state number, for the states a live task can be in.
-    live: Vec<Option<Gauge>>,
-    /// `a2a_tasks_finished_total{state}` by state number, for the terminal states.
-    finished: Vec<Option<Counter>>,
-}
-
-impl TaskMetrics {
-    /// The process-wide handles (the Prometheus recorder is installed first, unless the
-    /// application installed its own).
-    pub fn get() -> &'static TaskMetrics {
-        static TASKS: OnceLock<TaskMetrics> = OnceLock::new();
-        TASKS.get_or_init(|| {
-            prometheus();
-            let states = (0..=TaskState::AuthRequired as i32).map(|n| TaskState::try_from(n).ok());
-            let (mut live, mut finished) = (Vec::new(), Vec::new());
-            for state in states {
-                let state = state.filter(|s| *s != TaskState::Unspecified);
-                let terminal = state.filter(|s| crate::task::is_terminal(*s));
-                let waiting = state.filter(|s| !crate::task::is_terminal(*s));
-                live.push(waiting.map(|s| metrics::gauge!("a2a_tasks", "state" => s.as_str_name())));
-                finished.push(
-                    terminal
-                        .map(|s| metrics::counter!("a2a_tasks_finished_total", "state" => s.as_str_name())),
-                );
-            }
-            TaskMetrics {
-                started: metrics::counter!("a2a_tasks_started_total"),
-                events: metrics::counter!("a2a_events_total"),
-                hibernated: metrics::counter!("a2a_tasks_hibernated_total"),
-                revived: metrics::counter!("a2a_tasks_revived_total"),
-                live,
-                finished,
-            }
-        })
-    }
-
-    /// The live-tasks gauge of `state` (none for UNSPECIFIED and terminal states).
-    pub fn live(&self, state: TaskState) -> Option<&Gauge> {
-        self.live.get(state as usize).and_then(Option::as_ref)
-    }
-
-    /// The finished-tasks counter of a terminal `state`.
-    pub fn finished(&self, state: TaskState) -> Option<&Counter> {
-        self.finished.get(state as usize).and_then(Option::as_ref)
-    }
 }

@@ -1,11 +1,12 @@
-//! SendMessage and SendStreamingMessage: starting or continuing a task, and the streams that
-//! follow it.
+//! SendMessage and SendStreamingMessage: starting a task or continuing one. The streams that
+//! follow a turn are in `stream.rs`.
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tokio::sync::{oneshot, watch};
 
-use super::{ATTEMPTS, Core, EventStream, Located, busy, state_name, validate};
+use super::stream::turn_stream;
+use super::tasks::trimmed;
+use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
 use crate::call::{CallContext, Owner};
 use crate::error::A2aError;
@@ -14,10 +15,10 @@ use crate::proto::{
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::actor::start_task;
-use crate::task::handle::{FollowUp, Started, Subscription, Turn};
+use crate::task::handle::{Answer, FollowUp, Started};
 use crate::task::log::TaskEvent;
-use crate::task::view::trim_history;
-use crate::task::{is_interrupted, is_terminal, now, state_of};
+use crate::task::now;
+use crate::task::registry::{Found, with_live};
 
 /// What SendMessage answers, with the task shared rather than copied: the gRPC binding
 /// encodes it straight from the copy the actor and the store share.
@@ -39,7 +40,41 @@ impl SendOutcome {
     }
 }
 
-pub(super) async fn send_message(
+impl Core {
+    /// SendMessage: blocks until the task is terminal or interrupted, unless
+    /// `returnImmediately`.
+    pub async fn send_message(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2aError> {
+        self.send_message_shared(call, request).await.map(SendOutcome::into_response)
+    }
+
+    /// SendMessage, answering with the task shared (no copy of it is made for the answer).
+    pub async fn send_message_shared(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<SendOutcome, A2aError> {
+        self.admit(call)?;
+        send_message(self, call, request).await
+    }
+
+    /// SendStreamingMessage: the Task (or one Message), then updates until terminal or
+    /// interrupted.
+    pub async fn send_streaming_message(
+        &self,
+        call: &CallContext,
+        request: SendMessageRequest,
+    ) -> Result<EventStream, A2aError> {
+        self.admit(call)?;
+        self.require_streaming()?;
+        send_streaming_message(self, call, request).await
+    }
+}
+
+async fn send_message(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
@@ -47,7 +82,8 @@ pub(super) async fn send_message(
     let configuration = request.configuration.as_ref();
     let return_immediately = configuration.is_some_and(|c| c.return_immediately);
     let history_length = configuration.and_then(|c| c.history_length);
-    let task = match begin(core, call, request, !return_immediately).await? {
+    let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
+    let task = match begin(core, call, request, answer).await? {
         Started::Message(message) => return Ok(SendOutcome::Message(message)),
         Started::Turn(turn) => turn.subscription.snapshot,
         Started::Settled(task) => task,
@@ -55,36 +91,29 @@ pub(super) async fn send_message(
     Ok(SendOutcome::Task(trimmed(task, history_length)))
 }
 
-/// The task with at most `history_length` messages of history, copied only if that cuts it.
-pub(super) fn trimmed(mut task: Arc<Task>, history_length: Option<i32>) -> Arc<Task> {
-    if history_length.is_some_and(|n| (n.max(0) as usize) < task.history.len()) {
-        trim_history(Arc::make_mut(&mut task), history_length);
-    }
-    task
-}
-
-pub(super) async fn send_streaming_message(
+async fn send_streaming_message(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
 ) -> Result<EventStream, A2aError> {
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
-    Ok(match begin(core, call, request, false).await? {
+    Ok(match begin(core, call, request, Answer::Follow).await? {
         Started::Message(message) => {
             let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
-        Started::Turn(turn) => turn_stream(*turn, history_length, Some(core.shutdown.subscribe())),
+        Started::Turn(turn) => turn_stream(*turn, history_length, Some(core.draining())),
         Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
     })
 }
+
 /// Validates a SendMessage request and hands the message to a new task or to the live task
-/// it names; `settle` asks for the answer at the end of the turn rather than at once.
+/// it names, answered as `answer` asks.
 async fn begin(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
-    settle: bool,
+    answer: Answer,
 ) -> Result<Started, A2aError> {
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
@@ -104,7 +133,7 @@ async fn begin(
             accepted_output_modes: configuration.accepted_output_modes,
         };
         // Boxed: its state would otherwise enlarge every SendMessage's future.
-        return Box::pin(continue_task(core, owner, follow_up, inline_push, settle)).await;
+        return Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await;
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();
@@ -114,11 +143,14 @@ async fn begin(
     };
     message.task_id = task_id.clone();
     message.context_id = context_id.clone();
-    if let Some(config) = inline_push {
+    let registered = match inline_push {
         // Registered before the agent runs, so the webhook sees the task's first event.
-        let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
-        Box::pin(core.register_push_config(&owner, config)).await?;
-    }
+        Some(config) => {
+            let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
+            Some((owner.clone(), Box::pin(core.register_push_config(&owner, config)).await?))
+        }
+        None => None,
+    };
     let task = Task {
         id: task_id.clone(),
         context_id: context_id.clone(),
@@ -141,11 +173,20 @@ async fn begin(
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    start_task(core.env.clone(), owner, ctx, settle)
+    let started = start_task(core.env.clone(), owner, ctx, answer)
         .run()
         .await
         .await
-        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
+        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())));
+    if let Some((owner, config)) = registered
+        && !matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
+    {
+        // No task came to be (a direct reply, or the agent failed first): nor does its webhook.
+        if let Err(error) = core.env.store.delete_push_config(&owner, &config.task_id, &config.id).await {
+            tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
+        }
+    }
+    started
 }
 
 /// Hands a follow-up message to the live (or hibernated) task it names.
@@ -154,129 +195,109 @@ async fn continue_task(
     owner: Owner,
     follow_up: FollowUp,
     mut push: Option<TaskPushNotificationConfig>,
-    settle: bool,
+    answer: Answer,
 ) -> Result<Started, A2aError> {
     let task_id = follow_up.message.task_id.clone();
-    for _ in 0..ATTEMPTS {
-        let handle = match core.locate(&owner, &task_id).await? {
-            Located::Live(handle) => handle,
-            Located::Finished(task) => {
-                return Err(A2aError::UnsupportedOperation(format!(
-                    "task {task_id} is in terminal state {} and accepts no more messages",
-                    state_name(&task)
-                )));
-            }
-        };
-        if let Some(config) = push.take() {
-            let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
-            core.register_push_config(&owner, config).await?;
-        }
+    let ask = |handle: crate::task::handle::TaskHandle| {
+        let (push, owner, task_id) = (push.take(), &owner, &task_id);
         // A copy, in case the actor is gone before it takes the message.
-        if let Some(started) = handle.send_message(follow_up.clone(), settle).await {
-            return started;
-        }
-    }
-    Err(busy(&task_id))
-}
-
-/// The snapshot as the stream's first item.
-fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
-    Arc::new(TaskEvent::new(seq, StreamResponse { payload: Some(Payload::Task(snapshot)) }))
-}
-
-/// The stream of one message's turn: the Task, then events until the task is terminal or
-/// interrupted. If the turn's execution ends while the task is already waiting (the agent had
-/// nothing to add), the stream ends too rather than waiting for some later turn.
-fn turn_stream(
-    turn: Turn,
-    history_length: Option<i32>,
-    shutdown: Option<watch::Receiver<bool>>,
-) -> EventStream {
-    let Turn { subscription, done } = turn;
-    follow(subscription, history_length, shutdown, Some(done))
-}
-
-/// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
-pub(super) fn subscription_stream(
-    subscription: Subscription,
-    shutdown: watch::Receiver<bool>,
-) -> EventStream {
-    follow(subscription, None, Some(shutdown), None)
-}
-
-/// Yields the snapshot, then the feed's events. A subscription (no `done`) ends after the
-/// terminal event; a turn (with `done`) also ends at an interrupted state, or when its
-/// execution is over while the task waits. Draining ends it with UNAVAILABLE.
-fn follow(
-    subscription: Subscription,
-    history_length: Option<i32>,
-    shutdown: Option<watch::Receiver<bool>>,
-    done: Option<oneshot::Receiver<()>>,
-) -> EventStream {
-    let Subscription { snapshot, mut feed } = subscription;
-    let turn = done.is_some();
-    // A subscription has no execution to wait for: a receiver whose sender never fires.
-    let (never, unused) = oneshot::channel();
-    let (mut done, mut waiting) = match done {
-        Some(done) => (done, true),
-        None => (unused, false),
-    };
-    let ends_at = move |state: TaskState| is_terminal(state) || (turn && is_interrupted(state));
-    async_stream::stream! {
-        let mut state = state_of(snapshot.status.as_ref());
-        let mut snapshot = Arc::unwrap_or_clone(snapshot);
-        trim_history(&mut snapshot, history_length);
-        yield Ok(snapshot_event(snapshot, feed.cursor()));
-        let _never = never;
-        let mut draining = shutdown;
-        loop {
-            tokio::select! {
-                biased;
-                _ = drained(&mut draining) => {
-                    yield Err(shutting_down());
-                    break;
-                }
-                next = feed.next() => match next {
-                    None => break,
-                    Some(Err(error)) => {
-                        yield Err(error);
-                        break;
-                    }
-                    Some(Ok(event)) => {
-                        let new_state = event.state();
-                        yield Ok(event);
-                        if let Some(new_state) = new_state {
-                            state = new_state;
-                            if ends_at(state) {
-                                break;
-                            }
-                        }
-                    }
-                },
-                _ = &mut done, if waiting => {
-                    waiting = false;
-                    if ends_at(state) {
-                        break;
-                    }
+        let follow_up = follow_up.clone();
+        async move {
+            if let Some(config) = push {
+                let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
+                if let Err(error) = core.register_push_config(owner, config).await {
+                    return Some(Err(error));
                 }
             }
+            handle.send_message(follow_up, answer).await
+        }
+    };
+    match with_live(&core.env, &owner, &task_id, ask).await? {
+        Found::Live(started) => started,
+        Found::Finished(task) => Err(A2aError::UnsupportedOperation(format!(
+            "task {task_id} is in terminal state {} and accepts no more messages",
+            state_name(&task)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::agent::{AgentExecutor, EventSink};
+    use crate::core::CoreSettings;
+    use crate::proto::{GetTaskRequest, ListTasksRequest, Part, Role, SendMessageConfiguration};
+    use crate::push::PushSettings;
+    use crate::push::ssrf::Policy;
+    use crate::task::store::{MemoryStore, Retention, TaskStore};
+
+    /// Answers every message directly, noting the task id the message would have had.
+    #[derive(Default)]
+    struct Replier(Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl AgentExecutor for Replier {
+        async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+            self.0.lock().unwrap().push(ctx.task_id.clone());
+            let _ = events.reply("hello").await;
+            Ok(())
         }
     }
-    .boxed()
-}
 
-/// Resolves once the server starts draining; never, without a shutdown signal.
-async fn drained(shutdown: &mut Option<watch::Receiver<bool>>) {
-    if let Some(receiver) = shutdown
-        && receiver.wait_for(|draining| *draining).await.is_ok()
-    {
-        return;
+    fn request_with_webhook() -> SendMessageRequest {
+        let message = Message {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            role: Role::User as i32,
+            parts: vec![Part {
+                content: Some(crate::proto::part::Content::Text("hi".into())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let webhook =
+            TaskPushNotificationConfig { url: "http://127.0.0.1:9/hook".into(), ..Default::default() };
+        SendMessageRequest {
+            message: Some(message),
+            configuration: Some(SendMessageConfiguration {
+                task_push_notification_config: Some(webhook),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     }
-    std::future::pending().await
-}
 
-fn shutting_down() -> A2aError {
-    A2aError::Unavailable(
-        "the server is shutting down; call SubscribeToTask again (on another replica)".into(),
-    )
+    #[tokio::test]
+    async fn a_direct_reply_leaves_no_task_and_no_webhook_behind() {
+        let agent = Arc::new(Replier::default());
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new(Retention::default()));
+        let settings = CoreSettings {
+            push_notifications: true,
+            push: PushSettings { policy: Policy::with_allowlist(true, &[]), ..Default::default() },
+            ..Default::default()
+        };
+        let core = Core::new(agent.clone(), store.clone(), settings);
+        let call = CallContext::default();
+        let owner = call.owner("");
+
+        let outcome = core.send_message_shared(&call, request_with_webhook()).await.unwrap();
+        assert!(matches!(outcome, SendOutcome::Message(m) if m.task_id.is_empty()));
+        let mut stream = core.send_streaming_message(&call, request_with_webhook()).await.unwrap();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(matches!(first.response.payload, Some(Payload::Message(_))));
+        assert!(stream.next().await.is_none(), "one message, then the end");
+
+        let ids = agent.0.lock().unwrap().clone();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(core.live_tasks(), 0, "nothing registered");
+        for id in ids {
+            assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
+            assert!(store.push_configs(&owner, &id).await.unwrap().is_empty(), "the webhook is forgotten");
+            let get = core.get_task(&call, GetTaskRequest { id: id.clone(), ..Default::default() }).await;
+            assert!(matches!(get, Err(A2aError::TaskNotFound(_))));
+        }
+        let list = core.list_tasks(&call, ListTasksRequest::default()).await.unwrap();
+        assert_eq!(list.total_size, 0);
+    }
 }

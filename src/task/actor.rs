@@ -16,68 +16,33 @@ use std::task::Poll;
 use tokio::sync::{mpsc, oneshot};
 
 use super::execution::Executions;
-use super::handle::{Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
-use super::log::{EventLog, Feed, SubscriberCount};
-use super::registry::Registry;
-use super::store::TaskStore;
-use super::{is_interrupted, is_terminal, now, state_of};
-use crate::agent::{AgentEvent, AgentExecutor, RequestContext};
+use super::handle::{Answer, Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
+use super::log::{EventLog, Feed};
+use super::metrics::{TaskMetrics, track_state};
+use super::rules::{self, Change};
+use super::{TaskEnv, is_interrupted, is_terminal, state_of};
+use crate::agent::{AgentEvent, RequestContext};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::{
-    Message, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus,
-    TaskStatusUpdateEvent, stream_response::Payload,
-};
-use crate::push::PushDispatcher;
-use crate::telemetry::TaskMetrics;
-
-/// What every actor shares: the agent, the store, the registry and the limits.
-pub struct TaskEnv {
-    /// The agent that executes messages.
-    pub executor: Arc<dyn AgentExecutor>,
-    /// Where task state is persisted.
-    pub store: Arc<dyn TaskStore>,
-    /// Live tasks.
-    pub registry: Arc<Registry>,
-    /// Open subscriptions, for observability and leak tests.
-    pub subscribers: Arc<SubscriberCount>,
-    /// Events kept per task for subscribers that fall behind.
-    pub log_capacity: usize,
-    /// Bytes (encoded) of events kept per task.
-    pub log_bytes: usize,
-    /// Commands (agent events included) queued per task before senders wait.
-    pub channel_capacity: usize,
-    /// How long an idle waiting task keeps its actor (`None`: for ever).
-    pub idle_timeout: Option<std::time::Duration>,
-    /// Where events go for webhook delivery, when push notifications are on.
-    pub push: Option<Arc<PushDispatcher>>,
-}
+use crate::proto::{StreamResponse, Task, TaskState, TaskStatus, stream_response::Payload};
 
 /// Starts the task of a new message: its actor, running the agent. The receiver answers as
-/// `settle` asks (see [`Reply`]). If the agent's first event is a message, that is the answer
-/// and no task ever exists; otherwise the actor registers the task and lives until it is
-/// terminal.
+/// `answer` asks. If the agent's first event is a message, that is the answer and no task
+/// ever exists; otherwise the actor registers the task and lives until it is terminal.
 ///
 /// The actor first runs right here, in the caller's task, until it has to wait; only then is
 /// it spawned. An agent that answers without waiting has finished by then, so a quick task
 /// costs no spawn and its caller's answer is already there.
-pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, settle: bool) -> StartingTask {
+pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, answer: Answer) -> StartingTask {
     let (tx, rx) = mpsc::channel(env.channel_capacity);
-    let (reply_tx, reply) = oneshot::channel();
+    let (to, reply) = oneshot::channel();
     let task = ctx.task.clone();
     let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
     let mut executions = Executions::default();
-    let starter = if settle {
-        executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), None);
-        Starter::Settle(reply_tx)
-    } else {
-        let (done_tx, done) = oneshot::channel();
-        executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), Some(done_tx));
-        Starter::Follow { reply: reply_tx, done }
-    };
-    let mut actor = TaskActor::new(env, handle, rx, task);
+    let done = executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), answer);
+    let starter = Starter { reply: Reply { answer, to }, done };
+    let mut actor = TaskActor::new(env, handle, rx, task, Phase::Starting(Box::new(starter)));
     actor.executions = executions;
-    actor.starter = Some(Box::new(starter));
     StartingTask { run: Box::pin(actor.run()), reply }
 }
 
@@ -114,8 +79,7 @@ pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>) -> TaskHandle {
     env.registry.get_or_insert_with(&task.id.clone(), || {
         let (tx, rx) = mpsc::channel(env.channel_capacity);
         let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
-        let mut actor = TaskActor::new(env.clone(), handle.clone(), rx, task);
-        actor.exists = true;
+        let actor = TaskActor::new(env.clone(), handle.clone(), rx, task, Phase::Live);
         TaskMetrics::get().revived.increment(1);
         track_state(TaskState::Unspecified, state_of(actor.task.status.as_ref()));
         drop(tokio::spawn(actor.run()));
@@ -123,37 +87,34 @@ pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>) -> TaskHandle {
     })
 }
 
-/// Moves a task between the live-tasks-by-state gauges (UNSPECIFIED: not counted).
-fn track_state(from: TaskState, to: TaskState) {
-    if from == to {
-        return;
-    }
-    let metrics = TaskMetrics::get();
-    if let Some(gauge) = metrics.live(from) {
-        gauge.decrement(1.0);
-    }
-    if let Some(gauge) = metrics.live(to) {
-        gauge.increment(1.0);
-    }
+/// Where a task is in its life, as its actor sees it. One value, so that combinations that
+/// cannot happen (hibernated yet finished, a starter waiting on a registered task) cannot be
+/// written down either.
+enum Phase {
+    /// A new task's agent has sent nothing yet. It may still answer with a direct message, and
+    /// then there is no task at all, so until its first event the task is not registered,
+    /// stored or counted; the starter waits to hear which it is.
+    Starting(Box<Starter>),
+    /// The task exists: registered, stored, counted in the gauges, taking commands.
+    Live,
+    /// The task reached a terminal state: the loop ends, the final state goes to the store and
+    /// the task leaves the registry.
+    Finished,
+    /// There never was a task: the agent answered with a direct message, or ended or failed
+    /// before its first event. Nothing was registered, stored, counted or pushed, so nothing is
+    /// undone, and what the execution does afterwards (ending, above all) is ignored.
+    NoTask,
+    /// Idle and waiting for the client, with nobody following: the store has the task and the
+    /// actor has left the registry, so the next call that needs it revives it. The loop ends.
+    Hibernated,
 }
 
 /// Who sent a new task's first message, until the agent's first event says whether there is a
-/// task at all; how they want to hear back as in [`Reply`].
-enum Starter {
-    /// With the first execution's end, for their [`Turn`].
-    Follow {
-        reply: oneshot::Sender<Result<Started, A2aError>>,
-        done: oneshot::Receiver<()>,
-    },
-    Settle(oneshot::Sender<Result<Started, A2aError>>),
-}
-
-impl Starter {
-    /// Answers at once (a direct message, or an error: there is no task).
-    fn answer(self, started: Result<Started, A2aError>) {
-        let (Self::Follow { reply, .. } | Self::Settle(reply)) = self;
-        let _ = reply.send(started);
-    }
+/// task at all.
+struct Starter {
+    reply: Reply,
+    /// Wakes when the first execution ends; there exactly when the sender follows the turn.
+    done: Option<oneshot::Receiver<()>>,
 }
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
@@ -180,24 +141,23 @@ struct TaskActor {
     next_exec: u64,
     /// Callers of a blocking SendMessage, with the execution their message started.
     settling: Vec<(u64, oneshot::Sender<Result<Started, A2aError>>)>,
-    /// Set until the agent's first event: then the task exists (or was a direct reply).
-    starter: Option<Box<Starter>>,
-    /// The agent's first event was a task event: the task is registered and stored.
-    exists: bool,
+    phase: Phase,
     /// How far the store is behind the actor's state.
     dirty: Dirty,
-    /// The task reached a terminal state (or never came to exist).
-    finished: bool,
     /// When the actor last had something to do, for the idle timeout.
     last_active: tokio::time::Instant,
-    /// The task hibernated: the store has it and the actor left the registry.
-    hibernated: bool,
     env: Arc<TaskEnv>,
 }
 
 impl TaskActor {
-    /// An actor with nothing running, not yet existing (see `exists`).
-    fn new(env: Arc<TaskEnv>, handle: TaskHandle, rx: mpsc::Receiver<Command>, task: Arc<Task>) -> Self {
+    /// An actor with nothing running yet.
+    fn new(
+        env: Arc<TaskEnv>,
+        handle: TaskHandle,
+        rx: mpsc::Receiver<Command>,
+        task: Arc<Task>,
+        phase: Phase,
+    ) -> Self {
         Self {
             log: Arc::new(EventLog::new(handle.id.clone(), env.log_capacity, env.log_bytes)),
             task,
@@ -206,18 +166,20 @@ impl TaskActor {
             executions: Executions::default(),
             next_exec: 1,
             settling: Vec::new(),
-            starter: None,
-            exists: false,
+            phase,
             dirty: Dirty::Clean,
-            finished: false,
             last_active: tokio::time::Instant::now(),
-            hibernated: false,
             env,
         }
     }
 
+    /// Whether the loop goes on: the task is starting or live.
+    fn running(&self) -> bool {
+        matches!(self.phase, Phase::Starting(_) | Phase::Live)
+    }
+
     async fn run(mut self) {
-        while !self.finished {
+        while self.running() {
             if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
             }
@@ -247,14 +209,15 @@ impl TaskActor {
             }
         }
         self.log.close();
-        if self.hibernated {
-            // Callers that sent a command meanwhile see the actor gone and revive the task.
-            self.rx.close();
-            while self.rx.recv().await.is_some() {}
-            return;
-        }
-        if !self.exists {
-            return;
+        match self.phase {
+            Phase::Hibernated => {
+                // Callers that sent a command meanwhile see the actor gone and revive the task.
+                self.rx.close();
+                while self.rx.recv().await.is_some() {}
+                return;
+            }
+            Phase::Starting(_) | Phase::NoTask => return,
+            Phase::Live | Phase::Finished => {}
         }
         self.dirty = Dirty::State;
         self.persist().await;
@@ -265,6 +228,8 @@ impl TaskActor {
         if let Some(counter) = TaskMetrics::get().finished(state) {
             counter.increment(1);
         }
+        // Everything is undone already: nothing is left for the drop to clean up.
+        self.phase = Phase::Finished;
     }
 
     /// When the actor must wake without a command: to persist artifact changes, or to see
@@ -279,7 +244,7 @@ impl TaskActor {
 
     /// Waiting for the client with nothing running and no caller waiting.
     fn quiet(&self) -> bool {
-        self.exists
+        matches!(self.phase, Phase::Live)
             && self.executions.is_empty()
             && self.settling.is_empty()
             && is_interrupted(state_of(self.task.status.as_ref()))
@@ -293,7 +258,7 @@ impl TaskActor {
             return false;
         }
         self.env.registry.remove(&self.handle);
-        self.hibernated = true;
+        self.phase = Phase::Hibernated;
         track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
         TaskMetrics::get().hibernated.increment(1);
         true
@@ -301,7 +266,7 @@ impl TaskActor {
 
     /// Handles every command already queued.
     async fn drain(&mut self) {
-        while !self.finished
+        while self.running()
             && let Ok(command) = self.rx.try_recv()
         {
             self.handle(command).await;
@@ -320,11 +285,9 @@ impl TaskActor {
             Command::Cancel { reply } => {
                 self.env.executor.cancel(&self.task.id).await;
                 self.executions.abort_all();
-                self.set_status(TaskStatus {
-                    state: TaskState::Canceled as i32,
-                    message: None,
-                    timestamp: None,
-                });
+                let canceled =
+                    TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None };
+                self.set_status(canceled);
                 let _ = reply.send(self.task.clone());
             }
             Command::Message { turn, reply } => self.on_message(*turn, reply),
@@ -350,41 +313,47 @@ impl TaskActor {
         }
     }
 
-    /// The task, to change (copied first if a snapshot or the store still shares it).
-    fn task_mut(&mut self) -> &mut Task {
-        Arc::make_mut(&mut self.task)
+    /// The starter, if the task is still starting; the phase is then [`Phase::NoTask`] until
+    /// the caller says otherwise.
+    fn take_starter(&mut self) -> Option<Box<Starter>> {
+        match std::mem::replace(&mut self.phase, Phase::NoTask) {
+            Phase::Starting(starter) => Some(starter),
+            phase => {
+                self.phase = phase;
+                None
+            }
+        }
     }
 
     /// The agent's first task event: the task now exists. It is registered, and its starter
     /// hears back (at once, or when the turn ends).
     fn begin(&mut self, starter: Starter) {
-        self.exists = true;
+        self.phase = Phase::Live;
         self.env.registry.insert(self.handle.clone());
         TaskMetrics::get().started.increment(1);
         track_state(TaskState::Unspecified, TaskState::Submitted);
         self.dirty = Dirty::State;
-        match starter {
-            Starter::Follow { reply, done } => {
-                let subscription = Subscription {
-                    snapshot: self.task.clone(),
-                    feed: Feed::new(self.log.clone(), 0, self.env.subscribers.clone()),
-                };
-                let _ = reply.send(Ok(Started::Turn(Box::new(Turn { subscription, done }))));
+        self.answer(0, starter.reply, starter.done);
+    }
+
+    /// Tells the sender of execution `exec`'s message how to follow its turn, or keeps them
+    /// until the turn settles.
+    fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
+        match (reply.answer, done) {
+            (Answer::Follow, Some(done)) => {
+                let turn = Turn { subscription: self.subscription(), done };
+                reply.send(Ok(Started::Turn(Box::new(turn))));
             }
-            Starter::Settle(reply) => self.settling.push((0, reply)),
+            _ => self.settling.push((exec, reply.to)),
         }
     }
 
     fn on_message(&mut self, turn: FollowUp, reply: Reply) {
-        let FollowUp { mut message, extensions, metadata, accepted_output_modes } = turn;
-        if !message.context_id.is_empty() && message.context_id != self.task.context_id {
-            return reply.send(Err(A2aError::invalid_field(
-                "message.contextId",
-                format!("does not match the context of task {}", self.task.id),
-            )));
-        }
-        message.context_id = self.task.context_id.clone();
-        self.task_mut().history.push(message.clone());
+        let FollowUp { message, extensions, metadata, accepted_output_modes } = turn;
+        let message = match rules::accept_message(&mut self.task, message) {
+            Ok(message) => message,
+            Err(error) => return reply.send(Err(error)),
+        };
         self.dirty = Dirty::State;
         let ctx = RequestContext {
             task_id: self.task.id.clone(),
@@ -400,30 +369,23 @@ impl TaskActor {
         let exec = self.next_exec;
         self.next_exec += 1;
         let (executor, tx) = (self.env.executor.clone(), self.handle.tx.clone());
-        match reply {
-            Reply::Follow(reply) => {
-                let (done_tx, done) = oneshot::channel();
-                self.executions.start(exec, executor, ctx, tx, Some(done_tx));
-                let turn = Turn { subscription: self.subscription(), done };
-                let _ = reply.send(Ok(Started::Turn(Box::new(turn))));
-            }
-            Reply::Settle(reply) => {
-                self.executions.start(exec, executor, ctx, tx, None);
-                self.settling.push((exec, reply));
-            }
-        }
+        let done = self.executions.start(exec, executor, ctx, tx, reply.answer);
+        self.answer(exec, reply, done);
     }
 
     fn on_execution_finished(&mut self, exec: u64, result: Result<(), A2aError>) {
-        if let Some(starter) = self.starter.take() {
+        if let Some(starter) = self.take_starter() {
             // The execution ended before its first event: there is no task.
             let error = result.err().unwrap_or_else(|| {
                 A2aError::InvalidAgentResponse(
                     "the agent finished without creating a task or replying".into(),
                 )
             });
-            starter.answer(Err(error));
-            self.finished = true;
+            return starter.reply.send(Err(error));
+        }
+        if matches!(self.phase, Phase::NoTask) {
+            // A direct reply: the execution's end has no task to judge (judging it failed a
+            // phantom task: a warning, a negative gauge, a webhook for a task nobody has).
             return;
         }
         let state = state_of(self.task.status.as_ref());
@@ -437,7 +399,7 @@ impl TaskActor {
             }
             Ok(()) => {}
         }
-        if settles(state_of(self.task.status.as_ref()))
+        if rules::settles(state_of(self.task.status.as_ref()))
             && let Some(i) = self.settling.iter().position(|(e, _)| *e == exec)
         {
             let (_, reply) = self.settling.swap_remove(i);
@@ -453,133 +415,48 @@ impl TaskActor {
     }
 
     fn on_agent_event(&mut self, event: AgentEvent) {
-        if let Some(starter) = self.starter.take() {
+        if let Some(starter) = self.take_starter() {
             if let AgentEvent::Message(message) = event {
-                // A direct reply: no task.
+                // A direct reply: no task (the phase stays NoTask).
                 self.executions.abort_all();
-                self.finished = true;
-                return starter.answer(Ok(Started::Message(message)));
+                return starter.reply.send(Ok(Started::Message(message)));
             }
             self.begin(*starter);
         }
-        if let Err(problem) = self.apply(event) {
-            self.executions.abort_all();
-            self.fail(&format!("invalid agent response: {problem}"));
-        }
-    }
-
-    /// Checks an agent event against the protocol and applies it; the reason when it breaks it.
-    fn apply(&mut self, event: AgentEvent) -> Result<(), String> {
-        match event {
-            AgentEvent::Message(_) => Err("a direct message is only allowed instead of a task".into()),
-            AgentEvent::Status(update) => {
-                self.check_ids(&update.task_id, &update.context_id)?;
-                let status = update.status.ok_or("a status update without a status")?;
-                match TaskState::try_from(status.state) {
-                    Ok(TaskState::Unspecified) | Err(_) => {
-                        Err(format!("invalid task state {}", status.state))
-                    }
-                    Ok(_) => {
-                        self.set_status_with_metadata(status, update.metadata);
-                        Ok(())
-                    }
-                }
+        match rules::apply(&mut self.task, event) {
+            Ok(change) => self.record(change),
+            Err(problem) => {
+                self.executions.abort_all();
+                self.fail(&format!("invalid agent response: {problem}"));
             }
-            AgentEvent::Artifact(update) => {
-                self.check_ids(&update.task_id, &update.context_id)?;
-                let artifact = update.artifact.as_ref().ok_or("an artifact update without an artifact")?;
-                if artifact.artifact_id.is_empty() {
-                    return Err("an artifact without an artifactId".into());
-                }
-                if artifact.parts.is_empty() {
-                    return Err(format!("artifact {} has no parts", artifact.artifact_id));
-                }
-                self.merge_artifact(&update);
-                let update = TaskArtifactUpdateEvent {
-                    task_id: self.task.id.clone(),
-                    context_id: self.task.context_id.clone(),
-                    ..update
-                };
-                self.publish(Payload::ArtifactUpdate(update));
-                Ok(())
-            }
-        }
-    }
-
-    fn check_ids(&self, task_id: &str, context_id: &str) -> Result<(), String> {
-        if !task_id.is_empty() && task_id != self.task.id {
-            return Err(format!("an event for task {task_id} sent to task {}", self.task.id));
-        }
-        if !context_id.is_empty() && context_id != self.task.context_id {
-            return Err(format!("an event for context {context_id} sent to task {}", self.task.id));
-        }
-        Ok(())
-    }
-
-    fn merge_artifact(&mut self, update: &TaskArtifactUpdateEvent) {
-        let Some(artifact) = &update.artifact else {
-            return;
-        };
-        let artifacts = &mut self.task_mut().artifacts;
-        match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
-            Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
-            Some(existing) => *existing = artifact.clone(),
-            None => artifacts.push(artifact.clone()),
         }
     }
 
     fn set_status(&mut self, status: TaskStatus) {
-        self.set_status_with_metadata(status, None)
+        let change = rules::set_status(&mut self.task, status, None);
+        self.record(change);
     }
 
-    /// Records a new status: stamps it, keeps its message in the history, publishes it, and
-    /// marks the task finished when the state is terminal.
-    fn set_status_with_metadata(&mut self, mut status: TaskStatus, metadata: Option<pbjson_types::Struct>) {
-        if status.timestamp.is_none() {
-            status.timestamp = Some(now());
-        }
-        if let Some(message) = status.message.as_mut() {
-            if message.message_id.is_empty() {
-                message.message_id = uuid::Uuid::new_v4().to_string();
-            }
-            if message.role == Role::Unspecified as i32 {
-                message.role = Role::Agent as i32;
-            }
-            message.task_id = self.task.id.clone();
-            message.context_id = self.task.context_id.clone();
-            self.task_mut().history.push(message.clone());
-        }
-        let previous = state_of(self.task.status.as_ref());
-        let state = state_of(Some(&status));
-        self.task_mut().status = Some(status.clone());
+    /// Publishes a change the rules made; a new status also moves the gauges, ends the task
+    /// when terminal and answers blocked callers when it settles.
+    fn record(&mut self, change: Change) {
+        let Change::Status { previous, update } = &change else {
+            return self.publish(change.into_payload());
+        };
+        let (previous, state) = (*previous, state_of(update.status.as_ref()));
         track_state(previous, state);
-        self.publish(Payload::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: self.task.id.clone(),
-            context_id: self.task.context_id.clone(),
-            status: Some(status),
-            metadata,
-        }));
+        self.publish(change.into_payload());
         if is_terminal(state) {
-            self.finished = true;
+            self.phase = Phase::Finished;
         }
-        if settles(state) {
+        if rules::settles(state) {
             self.settle_all();
         }
     }
 
     fn fail(&mut self, text: &str) {
         tracing::warn!(task_id = %self.task.id, reason = text, "task failed");
-        let message = Message {
-            message_id: uuid::Uuid::new_v4().to_string(),
-            role: Role::Agent as i32,
-            parts: vec![crate::agent::text_part(text)],
-            ..Default::default()
-        };
-        self.set_status(TaskStatus {
-            state: TaskState::Failed as i32,
-            message: Some(message),
-            timestamp: None,
-        });
+        self.set_status(rules::failure(text));
     }
 
     fn publish(&mut self, payload: Payload) {
@@ -597,11 +474,6 @@ impl TaskActor {
     }
 }
 
-/// Whether a blocking SendMessage returns at this state: terminal or interrupted.
-fn settles(state: TaskState) -> bool {
-    is_terminal(state) || is_interrupted(state)
-}
-
 /// Resolves at `deadline`; never without one.
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
@@ -614,7 +486,7 @@ impl Drop for TaskActor {
     /// If the actor ends without reaching a terminal state (it panicked), its subscribers must
     /// not wait forever: the log is closed and the task leaves the registry.
     fn drop(&mut self) {
-        if !self.finished && self.exists && !self.hibernated {
+        if matches!(self.phase, Phase::Live) {
             self.log.close();
             self.env.registry.remove(&self.handle);
         }

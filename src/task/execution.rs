@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::handle::Command;
+use super::handle::{Answer, Command};
 use crate::agent::{AgentExecutor, EventSink, RequestContext};
 use crate::error::A2aError;
 
@@ -34,15 +34,23 @@ pub(crate) struct Executions {
 }
 
 impl Executions {
-    /// Starts `executor` on `ctx`; its events go to `tx`. `done` is dropped when it ends.
+    /// Starts `executor` on `ctx`; its events go to `tx`. A sender who follows the turn
+    /// ([`Answer::Follow`]) gets a receiver that wakes when the execution ends.
     pub fn start(
         &mut self,
         id: u64,
         executor: Arc<dyn AgentExecutor>,
         ctx: RequestContext,
         tx: mpsc::Sender<Command>,
-        done: Option<oneshot::Sender<()>>,
-    ) {
+        answer: Answer,
+    ) -> Option<oneshot::Receiver<()>> {
+        let (done, ended) = match answer {
+            Answer::Follow => {
+                let (done, ended) = oneshot::channel();
+                (Some(done), Some(ended))
+            }
+            Answer::Settle => (None, None),
+        };
         let sink = EventSink::new(ctx.task_id.clone(), ctx.context_id.clone(), tx);
         let future = Box::pin(async move {
             AssertUnwindSafe(executor.execute(ctx, sink))
@@ -51,6 +59,7 @@ impl Executions {
                 .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())))
         });
         self.running.push(Running { id, future, _done: done });
+        ended
     }
 
     pub fn is_empty(&self) -> bool {

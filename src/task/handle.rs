@@ -20,20 +20,27 @@ pub(crate) enum Command {
     Message { turn: Box<FollowUp>, reply: Reply },
 }
 
-/// How a message's sender wants to hear back, and where.
-pub(crate) enum Reply {
+/// How a message's sender wants to hear back: the one spelling of Follow / Settle, from the
+/// core's request down to the actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
     /// At once, with a [`Turn`] to follow (streaming, or a non-blocking SendMessage).
-    Follow(oneshot::Sender<Result<Started, A2aError>>),
+    Follow,
     /// Once the turn has ended, with the task then (a blocking SendMessage): when the task is
     /// terminal or interrupted, or when this message's execution has returned while the task
     /// waits.
-    Settle(oneshot::Sender<Result<Started, A2aError>>),
+    Settle,
+}
+
+/// Where and how a message's sender hears back.
+pub(crate) struct Reply {
+    pub answer: Answer,
+    pub to: oneshot::Sender<Result<Started, A2aError>>,
 }
 
 impl Reply {
     pub(crate) fn send(self, started: Result<Started, A2aError>) {
-        let (Self::Follow(reply) | Self::Settle(reply)) = self;
-        let _ = reply.send(started);
+        let _ = self.to.send(started);
     }
 }
 
@@ -67,9 +74,9 @@ pub struct Turn {
 pub enum Started {
     /// The agent answered a new message with a direct message; no task exists.
     Message(Message),
-    /// The task is live; follow it from here ([`Reply::Follow`]).
+    /// The task is live; follow it from here ([`Answer::Follow`]).
     Turn(Box<Turn>),
-    /// The task as the message's turn ended ([`Reply::Settle`]).
+    /// The task as the message's turn ended ([`Answer::Settle`]).
     Settled(Arc<Task>),
 }
 
@@ -125,18 +132,14 @@ impl TaskHandle {
         self.ask(|reply| Command::Cancel { reply }).await
     }
 
-    /// Hands a follow-up message to the task; answered as `settle` asks (see [`Reply`]).
+    /// Hands a follow-up message to the task; answered as `answer` asks.
     pub(crate) async fn send_message(
         &self,
         turn: FollowUp,
-        settle: bool,
+        answer: Answer,
     ) -> Option<Result<Started, A2aError>> {
         let turn = Box::new(turn);
-        self.ask(|reply| Command::Message {
-            turn,
-            reply: if settle { Reply::Settle(reply) } else { Reply::Follow(reply) },
-        })
-        .await
+        self.ask(|to| Command::Message { turn, reply: Reply { answer, to } }).await
     }
 }
 

@@ -4,11 +4,42 @@ pub mod actor;
 mod execution;
 pub mod handle;
 pub mod log;
+mod metrics;
 pub mod registry;
+mod rules;
 pub mod store;
 pub mod view;
 
+use std::sync::Arc;
+
+use crate::agent::AgentExecutor;
 use crate::proto::{TaskState, TaskStatus};
+use crate::push::PushDispatcher;
+use log::SubscriberCount;
+use registry::Registry;
+use store::TaskStore;
+
+/// What every actor shares: the agent, the store, the registry and the limits.
+pub struct TaskEnv {
+    /// The agent that executes messages.
+    pub executor: Arc<dyn AgentExecutor>,
+    /// Where task state is persisted.
+    pub store: Arc<dyn TaskStore>,
+    /// Live tasks.
+    pub registry: Arc<Registry>,
+    /// Open subscriptions, for observability and leak tests.
+    pub subscribers: Arc<SubscriberCount>,
+    /// Events kept per task for subscribers that fall behind.
+    pub log_capacity: usize,
+    /// Bytes (encoded) of events kept per task.
+    pub log_bytes: usize,
+    /// Commands (agent events included) queued per task before senders wait.
+    pub channel_capacity: usize,
+    /// How long an idle waiting task keeps its actor (`None`: for ever).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Where events go for webhook delivery, when push notifications are on.
+    pub push: Option<Arc<PushDispatcher>>,
+}
 
 /// COMPLETED, FAILED, CANCELED and REJECTED: nothing happens to the task afterwards.
 pub fn is_terminal(state: TaskState) -> bool {

@@ -1,9 +1,15 @@
-//! The live tasks: task id → handle of the actor that owns it.
+//! The live tasks: task id → handle of the actor that owns it, and the one way to reach a
+//! task's actor whatever it is doing (live, hibernated, just gone).
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, RwLock};
 
+use super::actor::revive;
 use super::handle::TaskHandle;
+use super::{TaskEnv, is_terminal, state_of};
 use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
 
 /// Live (non-terminal) tasks. An actor registers itself when it starts and removes itself after
 /// its final state is in the store, so a task is always found in one place or the other.
@@ -59,4 +65,53 @@ impl Registry {
     pub fn handles(&self) -> Vec<TaskHandle> {
         self.tasks.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
     }
+}
+
+/// What [`with_live`] found.
+pub enum Found<T> {
+    /// The live task's actor answered this.
+    Live(T),
+    /// The task has ended; this is its final state, from the store.
+    Finished(Arc<Task>),
+}
+
+/// How often [`with_live`] looks the task up again when the actor it found has just gone
+/// (finished or hibernated): each time it finds the next state, so a few tries suffice.
+const ATTEMPTS: usize = 3;
+
+/// Asks the live actor of `owner`'s task `task_id` with `ask`, reviving the task if it
+/// hibernated; or finds it finished. An actor may go between being found and being asked,
+/// and `ask` then yields `None`: the task is looked up again, where it now is. TaskNotFound if
+/// the owner has no such task; UNAVAILABLE if it keeps changing hands.
+pub(crate) async fn with_live<T, Fut>(
+    env: &Arc<TaskEnv>,
+    owner: &Owner,
+    task_id: &str,
+    mut ask: impl FnMut(TaskHandle) -> Fut,
+) -> Result<Found<T>, A2aError>
+where
+    Fut: Future<Output = Option<T>>,
+{
+    for _ in 0..ATTEMPTS {
+        let handle = match env.registry.get(owner, task_id) {
+            Some(handle) => handle,
+            None => {
+                // An actor leaves the registry only after the store has its last state.
+                let task = stored_task(env, owner, task_id).await?;
+                if is_terminal(state_of(task.status.as_ref())) {
+                    return Ok(Found::Finished(task));
+                }
+                revive(env, owner.clone(), task)
+            }
+        };
+        if let Some(answer) = ask(handle).await {
+            return Ok(Found::Live(answer));
+        }
+    }
+    Err(A2aError::Unavailable(format!("task {task_id} kept changing hands; try again")))
+}
+
+/// `owner`'s task as stored (where a finished or hibernated task is as its actor left it).
+pub(crate) async fn stored_task(env: &TaskEnv, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
+    env.store.get(owner, task_id).await?.ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))
 }

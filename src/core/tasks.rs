@@ -1,0 +1,124 @@
+//! GetTask, ListTasks and CancelTask: reading the caller's tasks and ending one.
+use std::sync::Arc;
+
+use super::validate::{self, Violations};
+use super::{Core, state_name};
+use crate::call::{CallContext, Owner};
+use crate::error::A2aError;
+use crate::proto::{CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, Task, TaskState};
+use crate::task::registry::{Found, stored_task, with_live};
+use crate::task::store::{Cursor, TaskQuery};
+use crate::task::view::trim_history;
+
+impl Core {
+    /// GetTask.
+    pub async fn get_task(&self, call: &CallContext, request: GetTaskRequest) -> Result<Task, A2aError> {
+        self.get_task_shared(call, request).await.map(Arc::unwrap_or_clone)
+    }
+
+    /// GetTask, answering with the task shared (no copy of it is made for the answer).
+    pub async fn get_task_shared(
+        &self,
+        call: &CallContext,
+        request: GetTaskRequest,
+    ) -> Result<Arc<Task>, A2aError> {
+        self.admit(call)?;
+        let mut v = Violations::default();
+        v.require_id("id", &request.id);
+        v.non_negative("historyLength", request.history_length);
+        v.into_result()?;
+        let task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
+        Ok(trimmed(task, request.history_length))
+    }
+
+    /// ListTasks: the caller's tasks, newest status first, cursor-paginated.
+    pub async fn list_tasks(
+        &self,
+        call: &CallContext,
+        request: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2aError> {
+        self.admit(call)?;
+        let mut v = Violations::default();
+        let page_size = request.page_size.unwrap_or(50);
+        if !(1..=100).contains(&page_size) {
+            v.add("pageSize", "must be between 1 and 100");
+        }
+        v.non_negative("historyLength", request.history_length);
+        let state = match TaskState::try_from(request.status) {
+            Ok(TaskState::Unspecified) => None,
+            Ok(state) => Some(state),
+            Err(_) => {
+                v.add("status", format!("{} is not a task state", request.status));
+                None
+            }
+        };
+        v.into_result()?;
+        let after = match request.page_token.as_str() {
+            "" => None,
+            token => Some(Cursor::decode(token)?),
+        };
+        let query = TaskQuery {
+            context_id: Some(request.context_id).filter(|c| !c.is_empty()),
+            state,
+            status_after: request.status_timestamp_after,
+            page_size: page_size as usize,
+            after,
+        };
+        let page = self.env.store.list(&call.owner(&request.tenant), &query).await?;
+        let include_artifacts = request.include_artifacts.unwrap_or(false);
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(|mut task| {
+                trim_history(&mut task, request.history_length);
+                if !include_artifacts {
+                    task.artifacts.clear();
+                }
+                task
+            })
+            .collect();
+        Ok(ListTasksResponse {
+            tasks,
+            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            page_size,
+            total_size: page.total as i32,
+        })
+    }
+
+    /// CancelTask: a live task becomes CANCELED; a finished one is not cancelable.
+    pub async fn cancel_task(
+        &self,
+        call: &CallContext,
+        request: CancelTaskRequest,
+    ) -> Result<Task, A2aError> {
+        self.admit(call)?;
+        validate::task_id("id", &request.id)?;
+        let owner = call.owner(&request.tenant);
+        match with_live(&self.env, &owner, &request.id, |handle| async move { handle.cancel().await }).await?
+        {
+            Found::Live(task) => Ok(Arc::unwrap_or_clone(task)),
+            Found::Finished(task) => {
+                Err(A2aError::TaskNotCancelable { state: state_name(&task), task_id: task.id.clone() })
+            }
+        }
+    }
+
+    /// The task as it is now: from its actor while live, else from the store (where a
+    /// hibernated task is as its actor left it).
+    async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
+        if let Some(handle) = self.env.registry.get(owner, task_id)
+            && let Some(task) = handle.snapshot().await
+        {
+            return Ok(task);
+        }
+        stored_task(&self.env, owner, task_id).await
+    }
+}
+
+/// The task with at most `history_length` messages of history, copied only if that cuts it.
+pub(super) fn trimmed(mut task: Arc<Task>, history_length: Option<i32>) -> Arc<Task> {
+    if history_length.is_some_and(|n| (n.max(0) as usize) < task.history.len()) {
+        trim_history(Arc::make_mut(&mut task), history_length);
+    }
+    task
+}

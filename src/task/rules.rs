@@ -1,0 +1,352 @@
+//! The protocol's rules for changing a task, as functions over a [`Task`]: what an agent
+//! event may say and what it does to the task, how artifacts merge, how a status is recorded.
+//!
+//! They decide nothing about time, storage, subscribers or metrics, so they are tested here
+//! without an actor; the actor applies them and publishes what they return.
+use std::sync::Arc;
+
+use super::{is_interrupted, is_terminal, now, state_of};
+use crate::agent::{AgentEvent, text_part};
+use crate::error::A2aError;
+use crate::proto::{
+    Message, Role, Task, TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    stream_response::Payload,
+};
+
+/// What a rule changed in the task: the update to publish, its ids filled in.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Change {
+    /// A new status; `previous` is the state it replaced (for the gauges).
+    Status { previous: TaskState, update: TaskStatusUpdateEvent },
+    /// A whole artifact or a chunk of one.
+    Artifact(TaskArtifactUpdateEvent),
+}
+
+impl Change {
+    /// The stream payload that announces the change.
+    pub fn into_payload(self) -> Payload {
+        match self {
+            Self::Status { update, .. } => Payload::StatusUpdate(update),
+            Self::Artifact(update) => Payload::ArtifactUpdate(update),
+        }
+    }
+}
+
+/// Checks an agent event against the protocol and applies it to `task` (copied first if
+/// shared); the reason when it breaks the protocol, leaving the task as it was.
+pub(crate) fn apply(task: &mut Arc<Task>, event: AgentEvent) -> Result<Change, String> {
+    match event {
+        AgentEvent::Message(_) => Err("a direct message is only allowed instead of a task".into()),
+        AgentEvent::Status(update) => {
+            check_ids(task, &update.task_id, &update.context_id)?;
+            let status = update.status.ok_or("a status update without a status")?;
+            match TaskState::try_from(status.state) {
+                Ok(TaskState::Unspecified) | Err(_) => Err(format!("invalid task state {}", status.state)),
+                Ok(_) => Ok(set_status(task, status, update.metadata)),
+            }
+        }
+        AgentEvent::Artifact(update) => {
+            check_ids(task, &update.task_id, &update.context_id)?;
+            let artifact = update.artifact.as_ref().ok_or("an artifact update without an artifact")?;
+            if artifact.artifact_id.is_empty() {
+                return Err("an artifact without an artifactId".into());
+            }
+            if artifact.parts.is_empty() {
+                return Err(format!("artifact {} has no parts", artifact.artifact_id));
+            }
+            merge_artifact(Arc::make_mut(task), &update);
+            Ok(Change::Artifact(TaskArtifactUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                ..update
+            }))
+        }
+    }
+}
+
+/// An event may leave its ids empty (they are filled in), but not name another task.
+fn check_ids(task: &Task, task_id: &str, context_id: &str) -> Result<(), String> {
+    if !task_id.is_empty() && task_id != task.id {
+        return Err(format!("an event for task {task_id} sent to task {}", task.id));
+    }
+    if !context_id.is_empty() && context_id != task.context_id {
+        return Err(format!("an event for context {context_id} sent to task {}", task.id));
+    }
+    Ok(())
+}
+
+/// `append` adds the chunk's parts to the artifact of that id; otherwise the artifact
+/// replaces the one of that id, or is added.
+fn merge_artifact(task: &mut Task, update: &TaskArtifactUpdateEvent) {
+    let Some(artifact) = &update.artifact else {
+        return;
+    };
+    let artifacts = &mut task.artifacts;
+    match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+        Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
+        Some(existing) => *existing = artifact.clone(),
+        None => artifacts.push(artifact.clone()),
+    }
+}
+
+/// Records a new status: stamps it, gives its message an id, the agent's role and the task's
+/// ids, and keeps that message in the history (the spec's history holds status messages too).
+pub(crate) fn set_status(
+    task: &mut Arc<Task>,
+    mut status: TaskStatus,
+    metadata: Option<pbjson_types::Struct>,
+) -> Change {
+    let task = Arc::make_mut(task);
+    if status.timestamp.is_none() {
+        status.timestamp = Some(now());
+    }
+    if let Some(message) = status.message.as_mut() {
+        if message.message_id.is_empty() {
+            message.message_id = uuid::Uuid::new_v4().to_string();
+        }
+        if message.role == Role::Unspecified as i32 {
+            message.role = Role::Agent as i32;
+        }
+        message.task_id = task.id.clone();
+        message.context_id = task.context_id.clone();
+        task.history.push(message.clone());
+    }
+    let previous = state_of(task.status.as_ref());
+    task.status = Some(status.clone());
+    Change::Status {
+        previous,
+        update: TaskStatusUpdateEvent {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            status: Some(status),
+            metadata,
+        },
+    }
+}
+
+/// A FAILED status whose agent message says why, for the client to read.
+pub(crate) fn failure(text: &str) -> TaskStatus {
+    let message = Message {
+        message_id: uuid::Uuid::new_v4().to_string(),
+        role: Role::Agent as i32,
+        parts: vec![text_part(text)],
+        ..Default::default()
+    };
+    TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None }
+}
+
+/// A client's follow-up message joins the history, in the task's context; one naming
+/// another context is refused. The message as recorded.
+pub(crate) fn accept_message(task: &mut Arc<Task>, mut message: Message) -> Result<Message, A2aError> {
+    if !message.context_id.is_empty() && message.context_id != task.context_id {
+        return Err(A2aError::invalid_field(
+            "message.contextId",
+            format!("does not match the context of task {}", task.id),
+        ));
+    }
+    message.context_id = task.context_id.clone();
+    Arc::make_mut(task).history.push(message.clone());
+    Ok(message)
+}
+
+/// Whether a blocking SendMessage returns at this state: terminal or interrupted.
+pub(crate) fn settles(state: TaskState) -> bool {
+    is_terminal(state) || is_interrupted(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::text_artifact;
+    use crate::proto::{Artifact, Part};
+
+    fn task() -> Arc<Task> {
+        Arc::new(Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus { state: TaskState::Submitted as i32, ..Default::default() }),
+            ..Default::default()
+        })
+    }
+
+    fn status(state: TaskState, text: Option<&str>) -> AgentEvent {
+        AgentEvent::Status(TaskStatusUpdateEvent {
+            status: Some(TaskStatus {
+                state: state as i32,
+                message: text.map(|t| Message { parts: vec![text_part(t)], ..Default::default() }),
+                timestamp: None,
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn chunk(id: &str, text: &str, append: bool, last_chunk: bool) -> AgentEvent {
+        AgentEvent::Artifact(TaskArtifactUpdateEvent {
+            artifact: Some(text_artifact(id, "out", text)),
+            append,
+            last_chunk,
+            ..Default::default()
+        })
+    }
+
+    fn texts(artifact: &Artifact) -> Vec<&str> {
+        artifact
+            .parts
+            .iter()
+            .filter_map(|p| match &p.content {
+                Some(crate::proto::part::Content::Text(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn append_adds_parts_and_a_plain_update_replaces_the_artifact() {
+        let mut task = task();
+        apply(&mut task, chunk("a", "one", false, false)).unwrap();
+        apply(&mut task, chunk("a", "two", true, false)).unwrap();
+        apply(&mut task, chunk("b", "other", false, true)).unwrap();
+        assert_eq!(task.artifacts.len(), 2);
+        assert_eq!(texts(&task.artifacts[0]), ["one", "two"]);
+        assert_eq!(texts(&task.artifacts[1]), ["other"]);
+        apply(&mut task, chunk("a", "new", false, true)).unwrap();
+        assert_eq!(texts(&task.artifacts[0]), ["new"], "without append, the artifact is replaced");
+        assert_eq!(task.artifacts.len(), 2);
+    }
+
+    #[test]
+    fn an_artifact_update_is_published_with_the_tasks_ids_and_its_flags() {
+        let mut task = task();
+        let Change::Artifact(update) = apply(&mut task, chunk("a", "x", true, true)).unwrap() else {
+            panic!("an artifact change")
+        };
+        assert_eq!((update.task_id.as_str(), update.context_id.as_str()), ("t1", "c1"));
+        assert!(update.append && update.last_chunk, "append and lastChunk pass through");
+        let Change::Artifact(update) = apply(&mut task, chunk("a", "y", false, false)).unwrap() else {
+            panic!("an artifact change")
+        };
+        assert!(!update.append && !update.last_chunk);
+    }
+
+    #[test]
+    fn events_naming_another_task_or_context_are_refused_and_change_nothing() {
+        let mut task = task();
+        let before = task.clone();
+        let foreign = AgentEvent::Artifact(TaskArtifactUpdateEvent {
+            task_id: "t2".into(),
+            artifact: Some(text_artifact("a", "out", "x")),
+            ..Default::default()
+        });
+        assert_eq!(apply(&mut task, foreign).unwrap_err(), "an event for task t2 sent to task t1");
+        let AgentEvent::Status(mut update) = status(TaskState::Working, None) else { unreachable!() };
+        update.context_id = "c9".into();
+        let error = apply(&mut task, AgentEvent::Status(update)).unwrap_err();
+        assert_eq!(error, "an event for context c9 sent to task t1");
+        assert_eq!(task, before);
+        assert!(Arc::ptr_eq(&task, &before), "a refused event copies nothing");
+    }
+
+    #[test]
+    fn malformed_events_are_refused_with_the_reason() {
+        let mut task = task();
+        let cases = [
+            (AgentEvent::Message(Message::default()), "a direct message is only allowed instead of a task"),
+            (AgentEvent::Status(TaskStatusUpdateEvent::default()), "a status update without a status"),
+            (status(TaskState::Unspecified, None), "invalid task state 0"),
+            (
+                AgentEvent::Artifact(TaskArtifactUpdateEvent::default()),
+                "an artifact update without an artifact",
+            ),
+            (chunk("", "x", false, false), "an artifact without an artifactId"),
+            (
+                AgentEvent::Artifact(TaskArtifactUpdateEvent {
+                    artifact: Some(Artifact { artifact_id: "a".into(), ..Default::default() }),
+                    ..Default::default()
+                }),
+                "artifact a has no parts",
+            ),
+        ];
+        for (event, reason) in cases {
+            assert_eq!(apply(&mut task, event).unwrap_err(), reason);
+        }
+        assert!(task.artifacts.is_empty() && task.history.is_empty());
+    }
+
+    #[test]
+    fn a_status_moves_the_state_and_its_message_into_the_history() {
+        let mut task = task();
+        let change = apply(&mut task, status(TaskState::Working, None)).unwrap();
+        let Change::Status { previous, update } = change else { panic!("a status change") };
+        assert_eq!(previous, TaskState::Submitted);
+        assert_eq!(state_of(task.status.as_ref()), TaskState::Working);
+        assert!(task.status.as_ref().unwrap().timestamp.is_some(), "stamped");
+        assert_eq!(update.status, task.status);
+        assert_eq!((update.task_id.as_str(), update.context_id.as_str()), ("t1", "c1"));
+        assert!(task.history.is_empty(), "a status without a message adds none");
+
+        let Change::Status { previous, .. } =
+            apply(&mut task, status(TaskState::InputRequired, Some("which?"))).unwrap()
+        else {
+            panic!("a status change")
+        };
+        assert_eq!(previous, TaskState::Working);
+        let recorded = &task.history[0];
+        assert_eq!(recorded.role, Role::Agent as i32);
+        assert!(!recorded.message_id.is_empty());
+        assert_eq!((recorded.task_id.as_str(), recorded.context_id.as_str()), ("t1", "c1"));
+        assert_eq!(task.status.as_ref().unwrap().message.as_ref(), Some(recorded));
+    }
+
+    #[test]
+    fn a_status_keeps_its_metadata_and_timestamp() {
+        let mut task = task();
+        let stamp = pbjson_types::Timestamp { seconds: 7, nanos: 0 };
+        let metadata = pbjson_types::Struct::default();
+        let given = TaskStatus { state: TaskState::Completed as i32, message: None, timestamp: Some(stamp) };
+        let Change::Status { update, .. } = set_status(&mut task, given, Some(metadata.clone())) else {
+            panic!("a status change")
+        };
+        assert_eq!(update.metadata, Some(metadata));
+        assert_eq!(task.status.as_ref().unwrap().timestamp, Some(stamp));
+    }
+
+    #[test]
+    fn a_failure_says_why_as_an_agent_message() {
+        let mut task = task();
+        set_status(&mut task, failure("the agent failed: boom"), None);
+        assert_eq!(state_of(task.status.as_ref()), TaskState::Failed);
+        let message = task.status.as_ref().unwrap().message.as_ref().unwrap();
+        assert_eq!(message.parts, vec![text_part("the agent failed: boom")]);
+        assert_eq!(message.role, Role::Agent as i32);
+        assert_eq!(task.history.len(), 1);
+    }
+
+    #[test]
+    fn a_follow_up_joins_the_history_in_the_tasks_context_or_is_refused() {
+        let mut task = task();
+        let message = Message { parts: vec![Part::default()], ..Default::default() };
+        let recorded = accept_message(&mut task, message.clone()).unwrap();
+        assert_eq!(recorded.context_id, "c1");
+        assert_eq!(task.history, vec![recorded]);
+        let elsewhere = Message { context_id: "c2".into(), ..message };
+        let error = accept_message(&mut task, elsewhere).unwrap_err();
+        assert!(matches!(error, A2aError::InvalidParams { .. }), "{error:?}");
+        assert_eq!(task.history.len(), 1);
+    }
+
+    #[test]
+    fn a_blocking_send_settles_at_terminal_and_interrupted_states() {
+        let settling = [
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+            TaskState::Rejected,
+            TaskState::InputRequired,
+            TaskState::AuthRequired,
+        ];
+        for state in settling {
+            assert!(settles(state), "{state:?}");
+        }
+        assert!(!settles(TaskState::Submitted) && !settles(TaskState::Working));
+    }
+}
