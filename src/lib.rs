@@ -2,27 +2,55 @@
 //!
 //! A gRPC-first server for the A2A (Agent2Agent) protocol v1.0.
 //!
-//! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire.
+//! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire. A
+//! binding never reaches into an actor; the core never sees HTTP, tonic or a store's engine.
 //!
+//! ## The layout, from the wire in
+//! - [`server`]: the one way to start a server ([`server::Server`], a builder): the routes of
+//!   every binding on one port (`server/router.rs`), and graceful drain (`server/drain.rs`).
+//!   [`config`]: the command line that `main.rs` turns into a builder.
+//! - [`transport`]: the wire bindings, thin shims over the core: `transport/grpc/` (named by
+//!   the RPCs each file serves; also grpc-web), `jsonrpc.rs`, `rest.rs` (HTTP+JSON), `sse.rs`,
+//!   the Agent Card (`card.rs`), and `http.rs`, what the JSON bindings share.
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
-//! - [`transport`]: the wire bindings (gRPC and grpc-web, JSON-RPC 2.0, HTTP+JSON with SSE) and
-//!   the Agent Card, thin shims over the core; `transport/grpc/` is named by the RPCs each file
-//!   serves.
-//! - [`card`]: building and validating the Agent Card from flags or a file.
-//! - [`core`]: the A2A operations, transport-neutral; validates and scopes every call.
-//! - [`task`]: the per-task actor (the task's only writer) and the handle that reaches it, its
-//!   sequenced event log (the fan-out to subscribers), the registry of live tasks and the task
-//!   store.
+//! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
+//! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
+//!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
+//! - [`task`]: the per-task actor (`actor.rs`, the task's only writer), the pure rules that
+//!   apply an agent's event to a Task (`rules.rs`), the handle that reaches an actor
+//!   (`handle.rs`), its sequenced event log (`log.rs`, the fan-out to subscribers), the
+//!   registry of live tasks, the task metrics, and the task store (`store/`: memory, Redis).
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
-//! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded.
-//! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
-//! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire.
+//! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded; it hears of
+//!   events as the task layer's [`task::EventObserver`].
+//! - [`card`]: building and validating the Agent Card from flags or a file.
+//! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.
 //! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
 //!   `otel`): those spans exported over OTLP.
-//! - [`server`]: the one way to start a server (the builder, the routes, graceful drain);
-//!   [`config`]: the command line that `main.rs` turns into a builder.
+//!
+//! Modules depend downwards only, with one argued exception: `agent` and `task` know each
+//! other, because an agent's event sink *is* the sending end of its task actor's command
+//! channel (a channel of its own per task would cost memory on every idle task).
+//!
+//! ## Where to change X
+//! - **Add an RPC**: the proto (`proto/lf/a2a/v1/a2a.proto`), then its operation in `core/`
+//!   (a file per concept), then each binding: `transport/grpc/generated.rs` (or
+//!   `encode_once.rs` for a hot path), `transport/operation.rs` (the JSON method and route
+//!   table), and a scenario in `tests/equivalence.rs`, which runs it on every binding.
+//! - **Add a binding**: a module in `transport/` that decodes into the generated request types
+//!   plus a [`call::CallContext`], calls the [`core::Core`], and maps [`error::A2aError`] with
+//!   the functions in `error.rs`; mount it in `server/router.rs`.
+//! - **Add an agent**: implement [`agent::AgentExecutor`] and start it with
+//!   [`server::Server::new`] (see `examples/shout.rs`); for a built-in one, a variant of
+//!   `AgentKind` in `config.rs`.
+//! - **Add a metric**: beside the code that updates it — `task/metrics.rs` for task
+//!   lifecycles, `telemetry.rs` for requests, the push stats in `push/` — registered once, not
+//!   looked up per call; gauges read from the core at scrape time go in the `/metrics`
+//!   handler (`server/router.rs`).
+//! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
+//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`) and a flag in `config.rs`.
 pub mod agent;
 pub mod call;
 pub mod card;

@@ -12,14 +12,12 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
 use crate::call::CallContext;
-use crate::core::Core;
 use crate::error::A2aError;
 use crate::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
-use crate::push::PushStats;
 
 /// Request latency buckets, seconds: from sub-millisecond unary calls to long blocking sends.
 const LATENCY_BUCKETS: &[f64] =
@@ -41,23 +39,9 @@ pub fn prometheus() -> &'static PrometheusHandle {
     })
 }
 
-/// The Prometheus exposition of every metric, with the gauges read from `core` now.
-pub fn render(core: &Core) -> String {
+/// The Prometheus exposition of every metric recorded so far.
+pub fn render() -> String {
     let handle = prometheus();
-    metrics::gauge!("a2a_live_tasks").set(core.live_tasks() as f64);
-    metrics::gauge!("a2a_open_subscriptions").set(core.open_subscriptions() as f64);
-    if let Some(push) = core.push_stats() {
-        let counters = [
-            ("a2a_push_delivered_total", &push.delivered),
-            ("a2a_push_retries_total", &push.retries),
-            ("a2a_push_failures_total", &push.failed),
-            ("a2a_push_refused_total", &push.refused),
-            ("a2a_push_dropped_total", &push.dropped),
-        ];
-        for (name, counter) in counters {
-            metrics::counter!(name).absolute(PushStats::get(counter));
-        }
-    }
     handle.run_upkeep();
     handle.render()
 }

@@ -526,7 +526,10 @@ async fn server_shutdown_leaves_no_process_behind() {
     assert!(alive(child) && alive(leader));
 
     // SAFETY: kill only sends a signal to the server process this test started.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGTERM)
+    };
     let deadline = Instant::now() + PATIENCE;
     while server.try_wait().expect("try_wait").is_none() {
         assert!(Instant::now() < deadline, "the server did not stop");

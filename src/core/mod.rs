@@ -82,6 +82,8 @@ impl Default for CoreSettings {
 pub struct Core {
     /// What the task actors share; the RPC files reach tasks through it.
     env: Arc<TaskEnv>,
+    /// Webhook delivery (also the actors' event observer), when push notifications are on.
+    push: Option<Arc<PushDispatcher>>,
     settings: CoreSettings,
     /// True once the server is draining: new calls are refused and open streams end with
     /// UNAVAILABLE so that clients resubscribe elsewhere.
@@ -105,9 +107,9 @@ impl Core {
             log_bytes: settings.event_log_bytes,
             channel_capacity: settings.task_queue_capacity.max(1),
             idle_timeout: settings.idle_timeout,
-            push,
+            observer: push.clone().map(|push| push as Arc<dyn crate::task::EventObserver>),
         });
-        Self { env, settings, shutdown: tokio::sync::watch::Sender::new(false) }
+        Self { env, push, settings, shutdown: tokio::sync::watch::Sender::new(false) }
     }
 
     /// Starts draining: new calls answer UNAVAILABLE, open streams end with UNAVAILABLE.
@@ -135,7 +137,7 @@ impl Core {
 
     /// Webhook delivery counters, when push notifications are on.
     pub fn push_stats(&self) -> Option<&PushStats> {
-        self.env.push.as_deref().map(PushDispatcher::stats)
+        self.push.as_deref().map(PushDispatcher::stats)
     }
 
     /// Tasks with a live actor right now.

@@ -17,12 +17,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::call::Owner;
+use crate::task::EventObserver;
 use crate::task::log::TaskEvent;
 use crate::task::store::TaskStore;
 use delivery::{Worker, WorkerQueue};
 
 /// Which events are pushed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PushEvents {
     /// Every status and artifact update.
     #[default]
@@ -126,19 +127,21 @@ impl PushDispatcher {
         Ok(Arc::new(Self { jobs, stats }))
     }
 
+    /// Delivery counters.
+    pub fn stats(&self) -> &PushStats {
+        &self.stats
+    }
+}
+
+impl EventObserver for PushDispatcher {
     /// Hands an event over without waiting; if the dispatcher is saturated the event is shed
     /// and counted (the agent and the streams are never slowed by push).
-    pub fn enqueue(&self, owner: &Owner, task_id: &str, event: Arc<TaskEvent>, terminal: bool) {
+    fn published(&self, owner: &Owner, task_id: &str, event: Arc<TaskEvent>, terminal: bool) {
         let job = Job { owner: owner.clone(), task_id: task_id.to_owned(), event, terminal };
         if self.jobs.try_send(job).is_err() {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(task_id, "push dispatcher saturated; event dropped");
         }
-    }
-
-    /// Delivery counters.
-    pub fn stats(&self) -> &PushStats {
-        &self.stats
     }
 }
 

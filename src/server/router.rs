@@ -16,6 +16,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::core::Core;
 use crate::error::BoxError;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
+use crate::push::PushStats;
 use crate::transport::card::{self, CardService};
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{HttpSettings, HttpState};
@@ -124,9 +125,24 @@ fn readyz(ready: &AtomicBool) -> Response {
     }
 }
 
-/// The Prometheus text exposition.
+/// The Prometheus text exposition, with the gauges read from `core` now (the server reads
+/// them here so that telemetry stays below the core).
 fn metrics(core: &Core) -> Response {
-    let body = crate::telemetry::render(core);
+    metrics::gauge!("a2a_live_tasks").set(core.live_tasks() as f64);
+    metrics::gauge!("a2a_open_subscriptions").set(core.open_subscriptions() as f64);
+    if let Some(push) = core.push_stats() {
+        let counters = [
+            ("a2a_push_delivered_total", &push.delivered),
+            ("a2a_push_retries_total", &push.retries),
+            ("a2a_push_failures_total", &push.failed),
+            ("a2a_push_refused_total", &push.refused),
+            ("a2a_push_dropped_total", &push.dropped),
+        ];
+        for (name, counter) in counters {
+            metrics::counter!(name).absolute(PushStats::get(counter));
+        }
+    }
+    let body = crate::telemetry::render();
     let mut response = (StatusCode::OK, body).into_response();
     response
         .headers_mut()

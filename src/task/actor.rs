@@ -2,7 +2,7 @@
 //!
 //! Everything that touches a live task arrives as a `Command` on one bounded channel: agent
 //! events, subscriptions, snapshots, cancels and follow-up messages. The task's agent
-//! executions run inside the actor too ([`Executions`]), and an execution's end is handled
+//! executions run inside the actor too (`Executions`), and an execution's end is handled
 //! only after every event it sent. Because one loop handles all of it in order, a
 //! subscription is answered with the snapshot and the log position it reflects in one step:
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
@@ -467,9 +467,9 @@ impl TaskActor {
         };
         TaskMetrics::get().events.increment(1);
         let event = self.log.append(StreamResponse { payload: Some(payload) });
-        if let Some(push) = &self.env.push {
+        if let Some(observer) = &self.env.observer {
             let terminal = event.state().is_some_and(is_terminal);
-            push.enqueue(&self.handle.owner, &self.task.id, event, terminal);
+            observer.published(&self.handle.owner, &self.task.id, event, terminal);
         }
     }
 }

@@ -13,9 +13,9 @@ pub mod view;
 use std::sync::Arc;
 
 use crate::agent::AgentExecutor;
+use crate::call::Owner;
 use crate::proto::{TaskState, TaskStatus};
-use crate::push::PushDispatcher;
-use log::SubscriberCount;
+use log::{SubscriberCount, TaskEvent};
 use registry::Registry;
 use store::TaskStore;
 
@@ -37,8 +37,17 @@ pub struct TaskEnv {
     pub channel_capacity: usize,
     /// How long an idle waiting task keeps its actor (`None`: for ever).
     pub idle_timeout: Option<std::time::Duration>,
-    /// Where events go for webhook delivery, when push notifications are on.
-    pub push: Option<Arc<PushDispatcher>>,
+    /// Where events go besides the subscribers (webhook delivery), when push notifications
+    /// are on.
+    pub observer: Option<Arc<dyn EventObserver>>,
+}
+
+/// What hears of every event an actor publishes, besides its subscribers: webhook delivery.
+/// A trait, so that the task layer does not depend on the push module built on top of it.
+pub trait EventObserver: Send + Sync {
+    /// Called by the actor for each event, in order; must not block (hand the event over and
+    /// return).
+    fn published(&self, owner: &Owner, task_id: &str, event: Arc<TaskEvent>, terminal: bool);
 }
 
 /// COMPLETED, FAILED, CANCELED and REJECTED: nothing happens to the task afterwards.

@@ -67,7 +67,7 @@ impl Registry {
     }
 }
 
-/// What [`with_live`] found.
+/// What `with_live` found.
 pub enum Found<T> {
     /// The live task's actor answered this.
     Live(T),

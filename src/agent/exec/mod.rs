@@ -63,7 +63,7 @@ use process::{Launch, StopOnDrop};
 use session::Session;
 
 /// How a message is written to the command's stdin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InputFormat {
     /// The message's text parts, joined with newlines, ending with a newline.
     #[default]
@@ -73,7 +73,7 @@ pub enum InputFormat {
 }
 
 /// Whether stdin stays open for later messages on the task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StdinMode {
     /// Stdin closes after the first message: the command sees end of input.
     #[default]

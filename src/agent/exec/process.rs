@@ -71,8 +71,12 @@ fn check_executable(path: &Path) -> Result<(), CommandError> {
     }
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| CommandError::NotExecutable(shown.clone(), "the path holds a NUL byte".into()))?;
+    // access(2) asks the kernel with the server's own credentials, which the permission bits
+    // alone cannot tell (ACLs, read-only mounts, noexec).
     // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
-    if unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } != 0 {
+    #[allow(unsafe_code)]
+    let refused = unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } != 0;
+    if refused {
         return Err(CommandError::NotExecutable(shown, io::Error::last_os_error().to_string()));
     }
     Ok(())
@@ -241,8 +245,12 @@ struct GroupGuard {
 impl GroupGuard {
     fn signal(&self, signal: libc::c_int) {
         if self.armed {
+            // The whole process group, so that a shell's children go too; std has no killpg.
             // SAFETY: killpg only sends a signal; a group that no longer exists answers ESRCH.
-            unsafe { libc::killpg(self.pgid, signal) };
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::killpg(self.pgid, signal)
+            };
         }
     }
 
