@@ -57,6 +57,7 @@ pub mod card;
 pub mod config;
 pub mod core;
 pub mod error;
+pub mod fleet;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;

@@ -27,6 +27,7 @@ use crate::error::A2aError;
 use crate::proto::{AgentCard, GetExtendedAgentCardRequest, Task};
 use crate::push::{PushDispatcher, PushSettings, PushStats};
 use crate::task::TaskEnv;
+use crate::task::fleet::Fleet;
 use crate::task::log::{SubscriberCount, TaskEvent};
 use crate::task::registry::{Registry, stored_task};
 use crate::task::state_of;
@@ -94,6 +95,26 @@ impl Core {
     /// A core running `executor`, keeping task state in `store`.
     /// Must be called within a tokio runtime (push delivery, when on, starts a task).
     pub fn new(executor: Arc<dyn AgentExecutor>, store: Arc<dyn TaskStore>, settings: CoreSettings) -> Self {
+        Self::build(executor, store, None, settings)
+    }
+
+    /// A core that is one replica of `fleet`: `store` is the store the replicas share, and a
+    /// task may live on any of them.
+    pub fn in_fleet(
+        executor: Arc<dyn AgentExecutor>,
+        store: Arc<dyn TaskStore>,
+        fleet: Arc<dyn Fleet>,
+        settings: CoreSettings,
+    ) -> Self {
+        Self::build(executor, store, Some(fleet), settings)
+    }
+
+    fn build(
+        executor: Arc<dyn AgentExecutor>,
+        store: Arc<dyn TaskStore>,
+        fleet: Option<Arc<dyn Fleet>>,
+        settings: CoreSettings,
+    ) -> Self {
         let push = settings.push_notifications.then(|| {
             PushDispatcher::start(store.clone(), settings.push.clone())
                 .unwrap_or_else(|e| panic!("push notifications cannot start: {e}"))
@@ -108,7 +129,11 @@ impl Core {
             channel_capacity: settings.task_queue_capacity.max(1),
             idle_timeout: settings.idle_timeout,
             observer: push.clone().map(|push| push as Arc<dyn crate::task::EventObserver>),
+            fleet: fleet.clone(),
         });
+        if let Some(fleet) = &fleet {
+            fleet.attach(Arc::downgrade(&env));
+        }
         Self { env, push, settings, shutdown: tokio::sync::watch::Sender::new(false) }
     }
 
@@ -133,6 +158,11 @@ impl Core {
     /// Open subscriptions (streaming calls following a task) right now.
     pub fn open_subscriptions(&self) -> usize {
         self.env.subscribers.get()
+    }
+
+    /// The fleet this server is a replica of, if any.
+    pub fn fleet(&self) -> Option<&Arc<dyn Fleet>> {
+        self.env.fleet.as_ref()
     }
 
     /// Webhook delivery counters, when push notifications are on.

@@ -14,11 +14,11 @@ use crate::proto::{
     Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
-use crate::task::actor::start_task;
 use crate::task::handle::{Answer, FollowUp, Started};
 use crate::task::log::TaskEvent;
 use crate::task::now;
 use crate::task::registry::{Found, with_live};
+use crate::task::spawn::start_task;
 
 /// What SendMessage answers, with the task shared rather than copied: the gRPC binding
 /// encodes it straight from the copy the actor and the store share.
@@ -198,7 +198,7 @@ async fn continue_task(
     answer: Answer,
 ) -> Result<Started, A2aError> {
     let task_id = follow_up.message.task_id.clone();
-    let ask = |handle: crate::task::handle::TaskHandle| {
+    let ask = |handle: crate::task::fleet::TaskRef| {
         let (push, owner, task_id) = (push.take(), &owner, &task_id);
         // A copy, in case the actor is gone before it takes the message.
         let follow_up = follow_up.clone();
@@ -206,7 +206,7 @@ async fn continue_task(
             if let Some(config) = push {
                 let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
                 if let Err(error) = core.register_push_config(owner, config).await {
-                    return Some(Err(error));
+                    return Ok(Some(Err(error)));
                 }
             }
             handle.send_message(follow_up, answer).await

@@ -54,26 +54,26 @@ pub(super) fn turn_stream(
     shutdown: Option<watch::Receiver<bool>>,
 ) -> EventStream {
     let Turn { subscription, done } = turn;
-    follow(subscription, history_length, shutdown, Some(done))
+    follow(subscription, history_length, shutdown, true, done)
 }
 
 /// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
 fn subscription_stream(subscription: Subscription, shutdown: watch::Receiver<bool>) -> EventStream {
-    follow(subscription, None, Some(shutdown), None)
+    follow(subscription, None, Some(shutdown), false, None)
 }
 
-/// Yields the snapshot, then the feed's events. A subscription (no `done`) ends after the
-/// terminal event; a turn (with `done`) also ends at an interrupted state, or when its
-/// execution is over while the task waits. Draining ends it with UNAVAILABLE.
+/// Yields the snapshot, then the feed's events. A subscription ends after the terminal event;
+/// a `turn` also ends at an interrupted state, or when its execution is over (`done`) while
+/// the task waits. Draining ends it with UNAVAILABLE.
 fn follow(
     subscription: Subscription,
     history_length: Option<i32>,
     shutdown: Option<watch::Receiver<bool>>,
+    turn: bool,
     done: Option<oneshot::Receiver<()>>,
 ) -> EventStream {
     let Subscription { snapshot, mut feed } = subscription;
-    let turn = done.is_some();
-    // A subscription has no execution to wait for: a receiver whose sender never fires.
+    // Without an execution to wait for: a receiver whose sender never fires.
     let (never, unused) = oneshot::channel();
     let (mut done, mut waiting) = match done {
         Some(done) => (done, true),

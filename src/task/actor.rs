@@ -7,90 +7,25 @@
 //! subscription is answered with the snapshot and the log position it reflects in one step:
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::execution::Executions;
 use super::handle::{Answer, Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
+use super::journal::{Flushed, Journal, lost};
 use super::log::{EventLog, Feed};
 use super::metrics::{TaskMetrics, track_state};
 use super::rules::{self, Change};
 use super::{TaskEnv, is_interrupted, is_terminal, state_of};
 use crate::agent::{AgentEvent, RequestContext};
-use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, Task, TaskState, TaskStatus, stream_response::Payload};
-
-/// Starts the task of a new message: its actor, running the agent. The receiver answers as
-/// `answer` asks. If the agent's first event is a message, that is the answer and no task
-/// ever exists; otherwise the actor registers the task and lives until it is terminal.
-///
-/// The actor first runs right here, in the caller's task, until it has to wait; only then is
-/// it spawned. An agent that answers without waiting has finished by then, so a quick task
-/// costs no spawn and its caller's answer is already there.
-pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, answer: Answer) -> StartingTask {
-    let (tx, rx) = mpsc::channel(env.channel_capacity);
-    let (to, reply) = oneshot::channel();
-    let task = ctx.task.clone();
-    let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
-    let mut executions = Executions::default();
-    let done = executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), answer);
-    let starter = Starter { reply: Reply { answer, to }, done };
-    let mut actor = TaskActor::new(env, handle, rx, task, Phase::Starting(Box::new(starter)));
-    actor.executions = executions;
-    StartingTask { run: Box::pin(actor.run()), reply }
-}
-
-/// A new task's actor, not yet run, and where its answer will come. Built synchronously so
-/// that the caller's future does not have to hold the request while it waits.
-pub struct StartingTask {
-    run: Pin<Box<dyn Future<Output = ()> + Send>>,
-    reply: oneshot::Receiver<Result<Started, A2aError>>,
-}
-
-impl StartingTask {
-    /// Runs the actor until it first waits (spawning it then), and hands back the receiver of
-    /// its answer.
-    pub async fn run(self) -> oneshot::Receiver<Result<Started, A2aError>> {
-        let Self { mut run, reply } = self;
-        let first = std::future::poll_fn(|cx| {
-            Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| run.as_mut().poll(cx))))
-        })
-        .await;
-        match first {
-            Ok(Poll::Pending) => drop(tokio::spawn(run)),
-            Ok(Poll::Ready(())) => {}
-            // The actor's own bug: its drop cleans up, and the caller's receiver says it ended.
-            Err(_) => tracing::error!("a task actor panicked"),
-        }
-        reply
-    }
-}
-
-/// Gives a hibernated task its actor back, from the task as stored; or the actor another
-/// caller revived meanwhile. Registry and revival go together under the registry's lock, so a
-/// task never has two actors.
-pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>) -> TaskHandle {
-    env.registry.get_or_insert_with(&task.id.clone(), || {
-        let (tx, rx) = mpsc::channel(env.channel_capacity);
-        let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
-        let actor = TaskActor::new(env.clone(), handle.clone(), rx, task, Phase::Live);
-        TaskMetrics::get().revived.increment(1);
-        track_state(TaskState::Unspecified, state_of(actor.task.status.as_ref()));
-        drop(tokio::spawn(actor.run()));
-        handle
-    })
-}
 
 /// Where a task is in its life, as its actor sees it. One value, so that combinations that
 /// cannot happen (hibernated yet finished, a starter waiting on a registered task) cannot be
 /// written down either.
-enum Phase {
+pub(super) enum Phase {
     /// A new task's agent has sent nothing yet. It may still answer with a direct message, and
     /// then there is no task at all, so until its first event the task is not registered,
     /// stored or counted; the starter waits to hear which it is.
@@ -107,14 +42,18 @@ enum Phase {
     /// Idle and waiting for the client, with nobody following: the store has the task and the
     /// actor has left the registry, so the next call that needs it revives it. The loop ends.
     Hibernated,
+    /// In a fleet, another replica took the task over (this one's lease had lapsed): this
+    /// actor must not write again. It leaves the registry, and its subscribers end with
+    /// UNAVAILABLE and resubscribe, reaching the new owner.
+    Lost,
 }
 
 /// Who sent a new task's first message, until the agent's first event says whether there is a
 /// task at all.
-struct Starter {
-    reply: Reply,
+pub(super) struct Starter {
+    pub(super) reply: Reply,
     /// Wakes when the first execution ends; there exactly when the sender follows the turn.
-    done: Option<oneshot::Receiver<()>>,
+    pub(super) done: Option<oneshot::Receiver<()>>,
 }
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
@@ -130,7 +69,7 @@ enum Dirty {
     State,
 }
 
-struct TaskActor {
+pub(super) struct TaskActor {
     /// The task as it is now. Shared (copy on write) with the store and with snapshots, so
     /// persisting and snapshotting cost a reference count, not a copy.
     task: Arc<Task>,
@@ -146,20 +85,24 @@ struct TaskActor {
     dirty: Dirty,
     /// When the actor last had something to do, for the idle timeout.
     last_active: tokio::time::Instant,
+    /// In a fleet: the events the shared store has not seen yet.
+    journal: Option<Journal>,
     env: Arc<TaskEnv>,
 }
 
 impl TaskActor {
-    /// An actor with nothing running yet.
-    fn new(
+    /// An actor with nothing running yet, whose next event is `last_seq + 1`.
+    pub(super) fn new(
         env: Arc<TaskEnv>,
         handle: TaskHandle,
         rx: mpsc::Receiver<Command>,
-        task: Arc<Task>,
+        (task, last_seq): (Arc<Task>, u64),
         phase: Phase,
     ) -> Self {
+        let log = EventLog::starting_at(handle.id.clone(), env.log_capacity, env.log_bytes, last_seq);
         Self {
-            log: Arc::new(EventLog::new(handle.id.clone(), env.log_capacity, env.log_bytes)),
+            log: Arc::new(log),
+            journal: env.fleet.clone().map(Journal::new),
             task,
             handle,
             rx,
@@ -173,13 +116,24 @@ impl TaskActor {
         }
     }
 
+    /// The executions a new task's first message started before its actor existed.
+    pub(super) fn set_executions(&mut self, executions: Executions) {
+        self.executions = executions;
+    }
+
     /// Whether the loop goes on: the task is starting or live.
     fn running(&self) -> bool {
         matches!(self.phase, Phase::Starting(_) | Phase::Live)
     }
 
-    async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         while self.running() {
+            if self.journal.as_ref().is_some_and(|journal| journal.due(self.rx.is_empty())) {
+                self.flush().await;
+                if !self.running() {
+                    break;
+                }
+            }
             if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
             }
@@ -208,19 +162,27 @@ impl TaskActor {
                 }
             }
         }
-        self.log.close();
         match self.phase {
             Phase::Hibernated => {
+                self.log.close();
+                self.release().await;
                 // Callers that sent a command meanwhile see the actor gone and revive the task.
                 self.rx.close();
                 while self.rx.recv().await.is_some() {}
                 return;
             }
-            Phase::Starting(_) | Phase::NoTask => return,
-            Phase::Live | Phase::Finished => {}
+            Phase::Lost => {
+                self.log.close_with(lost(&self.task.id));
+                self.env.registry.remove(&self.handle);
+                track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
+                return;
+            }
+            Phase::Starting(_) | Phase::NoTask => return self.log.close(),
+            Phase::Live | Phase::Finished => self.log.close(),
         }
         self.dirty = Dirty::State;
         self.persist().await;
+        self.release().await;
         self.env.registry.remove(&self.handle);
         self.settle_all();
         let state = state_of(self.task.status.as_ref());
@@ -253,7 +215,8 @@ impl TaskActor {
     /// Leaves the registry if nobody follows the task (the store is up to date); otherwise the
     /// idle clock starts again. Whether it did.
     fn hibernate(&mut self) -> bool {
-        if !self.quiet() || self.log.feeds() > 0 || !self.rx.is_empty() {
+        let unwritten = self.journal.as_ref().is_some_and(|journal| !journal.is_empty());
+        if !self.quiet() || self.log.feeds() > 0 || !self.rx.is_empty() || unwritten {
             self.last_active = tokio::time::Instant::now();
             return false;
         }
@@ -305,11 +268,45 @@ impl TaskActor {
         if self.dirty == Dirty::Clean {
             return;
         }
+        // The stored Task never runs ahead of the stored events (see `journal`).
+        if !self.flush().await {
+            return;
+        }
         match self.env.store.save(&self.handle.owner, self.task.clone()).await {
             Ok(()) => self.dirty = Dirty::Clean,
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")
             }
+        }
+    }
+
+    /// Writes the journal's pending events to the fleet's store; whether they all are. When
+    /// another replica owns the task now, the actor stops ([`Phase::Lost`]).
+    async fn flush(&mut self) -> bool {
+        let Some(journal) = &mut self.journal else {
+            return true;
+        };
+        match journal.flush(&self.handle.owner, &self.task).await {
+            Ok(Flushed::Done) => true,
+            Ok(Flushed::Lost) => {
+                tracing::error!(task_id = %self.task.id, "another replica took this task over; stopping its actor here");
+                self.executions.abort_all();
+                self.phase = Phase::Lost;
+                false
+            }
+            Err(error) => {
+                tracing::warn!(task_id = %self.task.id, %error, "writing the task's events to the store failed");
+                false
+            }
+        }
+    }
+
+    /// Gives the fleet lease up, if there is a fleet.
+    async fn release(&mut self) {
+        // Only owned values across the await: the actor itself is not `Sync`.
+        if let Some(fleet) = self.journal.as_ref().map(|journal| journal.fleet().clone()) {
+            let task_id = self.task.id.clone();
+            fleet.release(&task_id).await;
         }
     }
 
@@ -341,7 +338,7 @@ impl TaskActor {
     fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
         match (reply.answer, done) {
             (Answer::Follow, Some(done)) => {
-                let turn = Turn { subscription: self.subscription(), done };
+                let turn = Turn { subscription: self.subscription(), done: Some(done) };
                 reply.send(Ok(Started::Turn(Box::new(turn))));
             }
             _ => self.settling.push((exec, reply.to)),
@@ -467,6 +464,9 @@ impl TaskActor {
         };
         TaskMetrics::get().events.increment(1);
         let event = self.log.append(StreamResponse { payload: Some(payload) });
+        if let Some(journal) = &mut self.journal {
+            journal.record(event.clone());
+        }
         if let Some(observer) = &self.env.observer {
             let terminal = event.state().is_some_and(is_terminal);
             observer.published(&self.handle.owner, &self.task.id, event, terminal);

@@ -46,10 +46,14 @@ impl Reply {
 
 /// A follow-up user message and what the executor needs to know about its call.
 #[derive(Clone)]
-pub(crate) struct FollowUp {
+pub struct FollowUp {
+    /// The message, its task and context ids filled in.
     pub message: Message,
+    /// The extensions the caller activated (`A2A-Extensions`).
     pub extensions: Vec<String>,
+    /// The request's metadata.
     pub metadata: Option<pbjson_types::Struct>,
+    /// The output modes the caller accepts.
     pub accepted_output_modes: Vec<String>,
 }
 
@@ -66,8 +70,9 @@ pub struct Turn {
     /// The task right after the message was recorded, and every event after that.
     pub subscription: Subscription,
     /// Resolves (with an error: the sender is dropped) once the execution has finished and
-    /// all its events are applied.
-    pub done: oneshot::Receiver<()>,
+    /// all its events are applied. `None` for a turn run by another replica of a fleet: its
+    /// stream ends at the next terminal or interrupted state.
+    pub done: Option<oneshot::Receiver<()>>,
 }
 
 /// What a message led to.

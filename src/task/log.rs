@@ -63,6 +63,9 @@ struct Ring {
     last_seq: u64,
     /// Set after the final event: readers that reach the end stop.
     closed: bool,
+    /// Why the log closed early, if it did: readers that reach the end get this instead of an
+    /// ordinary end (a follower that lost its source, an owner that lost its lease).
+    error: Option<A2aError>,
 }
 
 /// A bounded, sequenced, append-only (by the actor) event log shared with subscribers.
@@ -84,11 +87,18 @@ impl EventLog {
     /// encoded size; the newest event is always kept), so that a task emitting large artifacts
     /// cannot hold `capacity` times its largest event.
     pub fn new(task_id: Arc<str>, capacity: usize, max_bytes: usize) -> Self {
+        Self::starting_at(task_id, capacity, max_bytes, 0)
+    }
+
+    /// An empty log whose next event is `last_seq + 1`: a revived task's numbering goes on
+    /// where it left off, and a fleet follower's numbers are the owner's.
+    pub fn starting_at(task_id: Arc<str>, capacity: usize, max_bytes: usize, last_seq: u64) -> Self {
+        let ring = Ring { events: VecDeque::new(), bytes: 0, last_seq, closed: false, error: None };
         Self {
             task_id,
             capacity: capacity.max(1),
             max_bytes,
-            ring: RwLock::new(Ring { events: VecDeque::new(), bytes: 0, last_seq: 0, closed: false }),
+            ring: RwLock::new(ring),
             appended: Notify::new(),
             feeds: AtomicUsize::new(0),
         }
@@ -96,10 +106,24 @@ impl EventLog {
 
     /// Appends an event, numbering it, and wakes the readers.
     pub fn append(&self, response: StreamResponse) -> Arc<TaskEvent> {
+        self.append_with(response, None)
+    }
+
+    /// Appends an event that arrived already encoded (from a fleet's shared stream), so its
+    /// subscribers reuse those bytes instead of encoding it again.
+    pub fn append_encoded(&self, response: StreamResponse, proto: Bytes) -> Arc<TaskEvent> {
+        self.append_with(response, Some(proto))
+    }
+
+    fn append_with(&self, response: StreamResponse, proto: Option<Bytes>) -> Arc<TaskEvent> {
         let event = {
             let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             ring.last_seq += 1;
-            let event = Arc::new(TaskEvent::new(ring.last_seq, response));
+            let event = TaskEvent::new(ring.last_seq, response);
+            if let Some(proto) = proto {
+                let _ = event.proto.set(proto);
+            }
+            let event = Arc::new(event);
             // Feeds are made by the actor, which is also the only appender: no feed can appear
             // between this check and the push.
             if self.feeds.load(Ordering::Relaxed) == 0 {
@@ -128,6 +152,20 @@ impl EventLog {
         self.appended.notify_waiters();
     }
 
+    /// Ends the stream early: readers get `error` after the last event (unless it is closed
+    /// already, when the ordinary end stands).
+    pub fn close_with(&self, error: A2aError) {
+        {
+            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
+            if ring.closed {
+                return;
+            }
+            ring.closed = true;
+            ring.error = Some(error);
+        }
+        self.appended.notify_waiters();
+    }
+
     /// How many feeds read this log now.
     pub fn feeds(&self) -> usize {
         self.feeds.load(Ordering::Relaxed)
@@ -150,8 +188,15 @@ impl EventLog {
         }
         let skip = (cursor + 1 - first_seq) as usize;
         let batch: Vec<_> = ring.events.iter().skip(skip).take(max).cloned().collect();
-        let at_end = skip + batch.len() == ring.events.len();
-        Ok((batch, ring.closed && at_end))
+        let at_end = skip + batch.len() >= ring.events.len();
+        if ring.closed
+            && at_end
+            && batch.is_empty()
+            && let Some(error) = &ring.error
+        {
+            return Err(error.clone());
+        }
+        Ok((batch, ring.closed && at_end && ring.error.is_none()))
     }
 }
 
@@ -205,6 +250,12 @@ impl Feed {
         self.cursor
     }
 
+    /// Skips the events up to `seq` (a snapshot taken at `seq` already holds them); the log
+    /// keeps them for this feed from its creation on, so skipping ahead never loses one.
+    pub fn skip_to(&mut self, seq: u64) {
+        self.cursor = self.cursor.max(seq);
+    }
+
     /// The next event, `None` once the task's stream has ended, or an error if this feed fell
     /// behind the log's reach (after which it yields `None`).
     pub async fn next(&mut self) -> Option<Result<Arc<TaskEvent>, A2aError>> {
@@ -222,10 +273,12 @@ impl Feed {
             let mut appended = std::pin::pin!(appended);
             appended.as_mut().enable();
             match self.log.read_after(self.cursor, BATCH) {
-                Err(lagged) => {
-                    metrics::counter!("a2a_subscriber_lag_disconnects_total").increment(1);
+                Err(error) => {
+                    if matches!(error, A2aError::SubscriberLagged { .. }) {
+                        metrics::counter!("a2a_subscriber_lag_disconnects_total").increment(1);
+                    }
                     self.done = true;
-                    return Some(Err(lagged));
+                    return Some(Err(error));
                 }
                 Ok((batch, ended)) => {
                     if batch.len() == BATCH {

@@ -2,11 +2,14 @@
 //! actors and the store of task state.
 pub mod actor;
 mod execution;
+pub mod fleet;
 pub mod handle;
+mod journal;
 pub mod log;
 mod metrics;
 pub mod registry;
-mod rules;
+pub(crate) mod rules;
+pub mod spawn;
 pub mod store;
 pub mod view;
 
@@ -40,6 +43,8 @@ pub struct TaskEnv {
     /// Where events go besides the subscribers (webhook delivery), when push notifications
     /// are on.
     pub observer: Option<Arc<dyn EventObserver>>,
+    /// The other replicas sharing the store, when this server is one of a fleet.
+    pub fleet: Option<Arc<dyn fleet::Fleet>>,
 }
 
 /// What hears of every event an actor publishes, besides its subscribers: webhook delivery.

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-use super::actor::revive;
+use super::fleet::TaskRef;
 use super::handle::TaskHandle;
+use super::spawn::revive;
 use super::{TaskEnv, is_terminal, state_of};
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -80,31 +81,50 @@ pub enum Found<T> {
 const ATTEMPTS: usize = 3;
 
 /// Asks the live actor of `owner`'s task `task_id` with `ask`, reviving the task if it
-/// hibernated; or finds it finished. An actor may go between being found and being asked,
-/// and `ask` then yields `None`: the task is looked up again, where it now is. TaskNotFound if
-/// the owner has no such task; UNAVAILABLE if it keeps changing hands.
+/// hibernated; or finds it finished. In a fleet the actor may live on another replica: `ask`
+/// then reaches it there, and a hibernated task is revived here only if this replica wins
+/// its lease. An actor may go between being found and being asked, and `ask` then yields
+/// `None`: the task is looked up again, where it now is. TaskNotFound if the owner has no such
+/// task; UNAVAILABLE if it keeps changing hands.
 pub(crate) async fn with_live<T, Fut>(
     env: &Arc<TaskEnv>,
     owner: &Owner,
     task_id: &str,
-    mut ask: impl FnMut(TaskHandle) -> Fut,
+    mut ask: impl FnMut(TaskRef) -> Fut,
 ) -> Result<Found<T>, A2aError>
 where
-    Fut: Future<Output = Option<T>>,
+    Fut: Future<Output = Result<Option<T>, A2aError>>,
 {
     for _ in 0..ATTEMPTS {
-        let handle = match env.registry.get(owner, task_id) {
-            Some(handle) => handle,
-            None => {
-                // An actor leaves the registry only after the store has its last state.
-                let task = stored_task(env, owner, task_id).await?;
-                if is_terminal(state_of(task.status.as_ref())) {
-                    return Ok(Found::Finished(task));
+        let target = match env.registry.get(owner, task_id) {
+            Some(handle) => TaskRef::Local(handle),
+            None => match &env.fleet {
+                None => {
+                    // An actor leaves the registry only after the store has its last state.
+                    let task = stored_task(env, owner, task_id).await?;
+                    if is_terminal(state_of(task.status.as_ref())) {
+                        return Ok(Found::Finished(task));
+                    }
+                    TaskRef::Local(revive(env, owner.clone(), task, 0))
                 }
-                revive(env, owner.clone(), task)
-            }
+                Some(fleet) => {
+                    let (task, seq) = fleet
+                        .stored(owner, task_id)
+                        .await?
+                        .ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))?;
+                    if is_terminal(state_of(task.status.as_ref())) {
+                        return Ok(Found::Finished(task));
+                    }
+                    if fleet.claim(task_id).await? {
+                        TaskRef::Local(revive(env, owner.clone(), task, seq))
+                    } else {
+                        let (fleet, owner) = (fleet.clone(), owner.clone());
+                        TaskRef::Remote { fleet, owner, task_id: task_id.to_owned() }
+                    }
+                }
+            },
         };
-        if let Some(answer) = ask(handle).await {
+        if let Some(answer) = ask(target).await? {
             return Ok(Found::Live(answer));
         }
     }

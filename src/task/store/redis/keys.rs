@@ -60,6 +60,18 @@ impl Keys {
         self.task_key(task_id, "lease")
     }
 
+    /// STREAM of one replica's mail: commands forwarded to it (it owns their tasks) and the
+    /// replies to the commands it forwarded. One key, so one blocking read serves both.
+    pub fn inbox(&self, replica: &str) -> String {
+        format!("{}:{{r:{}}}:inbox", self.prefix, encode(replica))
+    }
+
+    /// ZSET of the tasks some replica owns: task id scored by its lease's expiry (ms), so a
+    /// survivor finds the tasks whose owner stopped renewing.
+    pub fn live(&self) -> String {
+        format!("{}:live", self.prefix)
+    }
+
     fn owner_key(&self, owner_id: &str, what: &str) -> String {
         format!("{}:{{o:{owner_id}}}:{what}", self.prefix)
     }

@@ -22,6 +22,7 @@ mod conn;
 mod fleet;
 pub mod keys;
 mod list;
+mod replica;
 mod scripts;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use prost::Message;
 
 pub use conn::Timeouts;
 pub use fleet::{EventBatch, Fenced, StreamBounds};
+pub use replica::Orphan;
 
 use self::conn::Redis;
 use self::keys::{Keys, encode, owner_id, position};

@@ -57,6 +57,35 @@ return {{'ok', tostring(newly)}}
     ))
 });
 
+/// Appends a batch of consecutive events and stores the task they produced, in one step: the
+/// fleet owner's write path (one round trip for however many events piled up meanwhile).
+/// KEYS: task, events, push, lease. ARGV: task bytes, owner id, finished, now ms, ttl ms,
+/// first seq, max stream length, lease holder ('' = no lease check), then the events.
+/// Refuses like [`APPEND`].
+pub static APPEND_BATCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"
+if ARGV[8] ~= '' then
+  local holder = redis.call('GET', KEYS[4])
+  if holder ~= ARGV[8] then return {{'lease', holder or ''}} end
+end
+local stored_owner = redis.call('HGET', KEYS[1], 'owner')
+if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
+local stored = redis.call('HGET', KEYS[1], 'seq') or '0'
+local first = tonumber(ARGV[6])
+if tonumber(stored) + 1 ~= first then return {{'seq', stored}} end
+local last = first - 1
+for i = 9, #ARGV do
+  last = first + i - 9
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], last .. '-0', 'e', ARGV[i])
+end
+redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2], 'seq', last)
+{FINISH}
+return {{'ok', tostring(newly)}}
+"
+    ))
+});
+
 /// Moves a task to its current place in its owner's indexes. KEYS: owner index, owner meta.
 /// ARGV: context index key prefix, task id, position, state, encoded context id.
 pub static INDEX: LazyLock<Script> = LazyLock::new(|| {

@@ -1,0 +1,101 @@
+//! Ownership: the leases this replica holds (renewed well inside their time), and the watch
+//! every replica keeps for owners that stopped renewing.
+//!
+//! A task owned by a replica that died (crash, `kill -9`, lost network) is found through the
+//! set of owned tasks scored by lease expiry. The first survivor to win its lease ends it:
+//! a task that was running is FAILED, with a status message saying its replica was lost,
+//! written to its event stream like any event, so every subscriber on every replica sees it.
+//! A task that was waiting for the client (INPUT_REQUIRED, AUTH_REQUIRED) lost nothing: it is
+//! left hibernated, for the next call to revive anywhere.
+use std::sync::Arc;
+use std::time::Duration;
+
+use prost::Message as _;
+
+use super::Inner;
+use crate::proto::{StreamResponse, TaskState};
+use crate::task::rules::{failure, set_status};
+use crate::task::{is_interrupted, is_terminal, state_of};
+
+/// Overdue tasks looked at per sweep.
+const SWEEP_BATCH: usize = 100;
+
+impl Inner {
+    /// Renews every lease this replica holds, three times per lease period, and refreshes their
+    /// expiry in the watched set.
+    pub(super) async fn run_lease_keeper(self: Arc<Self>) {
+        let period = self.settings.lease / 3;
+        loop {
+            tokio::time::sleep(period).await;
+            let held: Vec<String> =
+                self.held.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+            metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
+            let mut kept = Vec::with_capacity(held.len());
+            for task_id in held {
+                match self.store.renew_lease(&task_id, &self.replica, self.settings.lease).await {
+                    Ok(true) => kept.push(task_id),
+                    Ok(false) => {
+                        // Taken over: the actor learns it at its next write and stops.
+                        tracing::warn!(%task_id, "this replica lost the task's lease");
+                        self.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&task_id);
+                    }
+                    Err(_) => kept.push(task_id),
+                }
+            }
+            let _ = self.store.mark_owned(&kept, self.settings.lease).await;
+        }
+    }
+
+    /// Looks for tasks whose owner stopped renewing, twice per lease period, and ends them.
+    pub(super) async fn run_sweeper(self: Arc<Self>) {
+        let period = (self.settings.lease / 2).max(Duration::from_millis(200));
+        loop {
+            tokio::time::sleep(period).await;
+            let Ok(overdue) = self.store.overdue(SWEEP_BATCH).await else {
+                continue;
+            };
+            for task_id in overdue {
+                if let Err(error) = self.take_over(&task_id).await {
+                    tracing::warn!(%task_id, %error, "taking over a task whose replica stopped failed");
+                }
+            }
+        }
+    }
+
+    /// Ends one orphan, if its lease is really gone and this replica wins it.
+    async fn take_over(&self, task_id: &str) -> Result<(), crate::error::A2aError> {
+        if self.store.lease_owner(task_id).await?.is_some() {
+            // Its owner lives (it renews): the watched score is just being refreshed.
+            return Ok(());
+        }
+        if !self.store.acquire_lease(task_id, &self.replica, self.settings.lease).await? {
+            return Ok(());
+        }
+        let outcome = self.end_orphan(task_id).await;
+        let _ = self.store.unmark_owned(task_id).await;
+        let _ = self.store.release_lease(task_id, &self.replica).await;
+        outcome
+    }
+
+    async fn end_orphan(&self, task_id: &str) -> Result<(), crate::error::A2aError> {
+        let Some(orphan) = self.store.orphan(task_id).await? else {
+            return Ok(());
+        };
+        let state = state_of(orphan.task.status.as_ref());
+        if is_terminal(state) || is_interrupted(state) || state == TaskState::Unspecified {
+            return Ok(());
+        }
+        let mut task = orphan.task.clone();
+        let text = "the replica running this task stopped (its lease expired); the task failed";
+        let change = set_status(&mut task, failure(text), None);
+        let event = StreamResponse { payload: Some(change.into_payload()) }.encode_to_vec();
+        match self.store.end_orphan(&orphan, &task, event.into(), self.bounds(), &self.replica).await? {
+            Ok(()) => {
+                metrics::counter!("a2a_fleet_takeovers_total").increment(1);
+                tracing::warn!(%task_id, "failed a task whose replica stopped");
+            }
+            Err(fenced) => tracing::info!(%task_id, ?fenced, "another replica ended the task first"),
+        }
+        Ok(())
+    }
+}

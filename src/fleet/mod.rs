@@ -1,0 +1,212 @@
+//! The fleet: several replicas serving as one on a shared Redis, any of them answering any
+//! call for any task.
+//!
+//! - The replica that runs a task's agent owns it under a lease (`lease.rs`, which also
+//!   watches for owners that stopped renewing and ends their tasks).
+//! - The owner's actor writes each batch of events and the Task they produced in one atomic
+//!   step ([`Fleet::append`]), so a reader anywhere joins exactly.
+//! - Other replicas follow a task through one reader per task per replica (`mirror.rs`).
+//! - Commands for a task travel to its owner and its answer comes back (`forward.rs`, with
+//!   `mail.rs`, what the replicas say to one another).
+//!
+//! The core sees none of this: it asks the task layer's [`Fleet`] trait, which [`RedisFleet`]
+//! implements.
+mod forward;
+mod lease;
+mod mail;
+mod mirror;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+use crate::task::TaskEnv;
+use crate::task::fleet::{Fleet, Forward, Forwarded};
+use crate::task::handle::Subscription;
+use crate::task::log::{EventLog, SubscriberCount};
+use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
+
+/// How a replica takes part in the fleet.
+#[derive(Debug, Clone)]
+pub struct FleetSettings {
+    /// This replica's id, unique in the fleet (a fresh random one by default).
+    pub replica: String,
+    /// How long a task's lease lasts unless renewed (`--lease-ms`); an owner that dies is
+    /// noticed within about this much.
+    pub lease: Duration,
+    /// Events of a task kept in its Redis stream (the event log's count bound).
+    pub stream_events: usize,
+    /// Events kept per followed task in this replica's log.
+    pub log_capacity: usize,
+    /// Bytes of events kept per followed task in this replica's log.
+    pub log_bytes: usize,
+    /// Tasks of other replicas this replica follows at once (one Redis connection each).
+    pub max_followers: usize,
+}
+
+impl FleetSettings {
+    /// Settings for replica `replica` with the given lease and the default bounds.
+    pub fn new(replica: String, lease: Duration) -> Self {
+        Self {
+            replica,
+            lease,
+            stream_events: 4096,
+            log_capacity: 4096,
+            log_bytes: 16 * 1024 * 1024,
+            max_followers: 1024,
+        }
+    }
+}
+
+/// A replica of a fleet on Redis.
+pub struct RedisFleet(Arc<Inner>);
+
+struct Inner {
+    store: Arc<RedisStore>,
+    replica: String,
+    settings: FleetSettings,
+    /// The leases this replica holds (its live tasks), renewed by `lease.rs`.
+    held: Mutex<HashSet<String>>,
+    /// This replica's follower of each task it follows for others: task id → its local log.
+    followers: Mutex<HashMap<String, Arc<EventLog>>>,
+    /// Forwarded calls waiting for their owner's reply, by request id.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<mail::Reply>>>,
+    next_request: AtomicU64,
+    /// The local tasks, for the commands other replicas forward here.
+    env: OnceLock<Weak<TaskEnv>>,
+}
+
+impl RedisFleet {
+    /// A replica of the fleet whose shared store is `store`.
+    pub fn new(store: Arc<RedisStore>, settings: FleetSettings) -> Self {
+        Self(Arc::new(Inner {
+            store,
+            replica: settings.replica.clone(),
+            settings,
+            held: Mutex::new(HashSet::new()),
+            followers: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(1),
+            env: OnceLock::new(),
+        }))
+    }
+
+    /// This replica's id.
+    pub fn replica(&self) -> &str {
+        &self.0.replica
+    }
+}
+
+impl Inner {
+    fn subscribers(&self) -> Arc<SubscriberCount> {
+        self.env.get().and_then(Weak::upgrade).map(|env| env.subscribers.clone()).unwrap_or_default()
+    }
+
+    fn bounds(&self) -> StreamBounds {
+        StreamBounds { max_events: self.settings.stream_events }
+    }
+
+    async fn claim(&self, task_id: &str) -> Result<bool, A2aError> {
+        if !self.store.acquire_lease(task_id, &self.replica, self.settings.lease).await? {
+            return Ok(false);
+        }
+        let newly = self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(task_id.to_owned());
+        if newly {
+            self.store.mark_owned(&[task_id.to_owned()], self.settings.lease).await?;
+        }
+        Ok(true)
+    }
+
+    fn holds(&self, task_id: &str) -> bool {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).contains(task_id)
+    }
+}
+
+#[async_trait]
+impl Fleet for RedisFleet {
+    fn attach(&self, env: Weak<TaskEnv>) {
+        if self.0.env.set(env).is_ok() {
+            tokio::spawn(self.0.clone().run_inbox());
+            tokio::spawn(self.0.clone().run_lease_keeper());
+            tokio::spawn(self.0.clone().run_sweeper());
+        }
+    }
+
+    async fn claim(&self, task_id: &str) -> Result<bool, A2aError> {
+        self.0.claim(task_id).await
+    }
+
+    async fn release(&self, task_id: &str) {
+        let inner = &self.0;
+        inner.held.lock().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+        if let Err(error) = inner.store.unmark_owned(task_id).await {
+            tracing::warn!(%task_id, %error, "could not take the task out of the watched set");
+        }
+        if let Err(error) = inner.store.release_lease(task_id, &inner.replica).await {
+            tracing::warn!(%task_id, %error, "could not release the task's lease (it expires by itself)");
+        }
+    }
+
+    async fn stored(&self, owner: &Owner, task_id: &str) -> Result<Option<(Arc<Task>, u64)>, A2aError> {
+        self.0.store.snapshot(owner, task_id).await
+    }
+
+    async fn append(
+        &self,
+        owner: &Owner,
+        task: &Task,
+        first_seq: u64,
+        events: Vec<Bytes>,
+    ) -> Result<bool, A2aError> {
+        let inner = &self.0;
+        if !inner.holds(&task.id) && !inner.claim(&task.id).await? {
+            return Ok(false);
+        }
+        let last_seq = first_seq + events.len() as u64 - 1;
+        for _ in 0..2 {
+            let appended = inner
+                .store
+                .append_batch(owner, task, first_seq, &events, inner.bounds(), &inner.replica)
+                .await?;
+            match appended {
+                Ok(()) => return Ok(true),
+                // The lease lapsed with nobody taking it (a slow renewal, a Redis restart): take
+                // it again and retry once.
+                Err(Fenced::Lease { holder: None }) if inner.claim(&task.id).await? => continue,
+                // A retried batch that had landed: it is written.
+                Err(Fenced::Seq { stored }) if stored == last_seq => return Ok(true),
+                Err(fenced) => {
+                    tracing::warn!(task_id = %task.id, ?fenced, "the store refused this replica's write");
+                    inner.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.id);
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    async fn follow(&self, owner: &Owner, task_id: &str) -> Result<Option<Subscription>, A2aError> {
+        self.0.follow(owner, task_id).await
+    }
+
+    async fn forward(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        command: Forward,
+    ) -> Result<Option<Forwarded>, A2aError> {
+        self.0.forward(owner, task_id, command).await
+    }
+
+    async fn healthy(&self) -> bool {
+        self.0.store.ping().await.is_ok()
+    }
+}

@@ -1,0 +1,148 @@
+//! What a task needs from a fleet of replicas sharing one store: ownership, the journal its
+//! actor writes, and a way to reach a task that lives on another replica.
+//!
+//! A trait, so the task layer (and the core above it) never knows which engine carries the
+//! fleet (Redis, in `crate::fleet`). On a single server there is no fleet and every task is
+//! local.
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::TaskEnv;
+use super::handle::{Answer, FollowUp, Started, Subscription, TaskHandle};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+
+/// A command for the actor of a task that another replica owns.
+pub enum Forward {
+    /// CancelTask.
+    Cancel,
+    /// A follow-up message, answered as `answer` asks.
+    Message {
+        /// The message and what the executor needs to know about its call (boxed: a cancel
+        /// should not carry a message's size).
+        turn: Box<FollowUp>,
+        /// At once with a turn to follow, or once the turn has ended.
+        answer: Answer,
+    },
+}
+
+/// The owner's answer to a [`Forward`].
+pub enum Forwarded {
+    /// The task after CancelTask.
+    Canceled(Arc<Task>),
+    /// What the follow-up message led to.
+    Started(Result<Started, A2aError>),
+}
+
+/// The fleet, as a task sees it. Every method is about one task; `Ok(None)` always means "not
+/// where you thought: look the task up again" (it finished, hibernated or moved meanwhile).
+#[async_trait]
+pub trait Fleet: Send + Sync + 'static {
+    /// Starts the fleet's own work (the inbox, lease renewal, watching for dead owners) for
+    /// the tasks of `env`; called once, when the core is built.
+    fn attach(&self, env: Weak<TaskEnv>);
+
+    /// Takes the task's lease for this replica, to run its actor here; `false` if another
+    /// replica holds it.
+    async fn claim(&self, task_id: &str) -> Result<bool, A2aError>;
+
+    /// Gives the task's lease up: its actor here finished or hibernated.
+    async fn release(&self, task_id: &str);
+
+    /// The stored task and the seq of the last event it includes (to revive it where its
+    /// numbering left off).
+    async fn stored(&self, owner: &Owner, task_id: &str) -> Result<Option<(Arc<Task>, u64)>, A2aError>;
+
+    /// Writes `events` (encoded, numbered from `first_seq`) and `task`, the Task after them, in
+    /// one atomic step, so that a reader on any replica joins exactly. `Ok(false)`: this
+    /// replica no longer owns the task (its lease went to another); the actor must stop.
+    async fn append(
+        &self,
+        owner: &Owner,
+        task: &Task,
+        first_seq: u64,
+        events: Vec<Bytes>,
+    ) -> Result<bool, A2aError>;
+
+    /// Follows a task owned by another replica (or by none): the Task, then every event after
+    /// it, from this replica's one follower of that task.
+    async fn follow(&self, owner: &Owner, task_id: &str) -> Result<Option<Subscription>, A2aError>;
+
+    /// Hands `command` to the replica that owns the task and waits for its answer; `Ok(None)`
+    /// when no replica owns it now.
+    async fn forward(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        command: Forward,
+    ) -> Result<Option<Forwarded>, A2aError>;
+
+    /// Whether the shared store answers (for health and readiness).
+    async fn healthy(&self) -> bool;
+}
+
+/// Where a live task's actor is: here, or on another replica of the fleet. The core asks
+/// either the same way.
+pub enum TaskRef {
+    /// The actor runs in this process.
+    Local(TaskHandle),
+    /// Another replica runs it (or none does yet: following still works).
+    Remote {
+        /// The fleet that reaches it.
+        fleet: Arc<dyn Fleet>,
+        /// Whose task it is.
+        owner: Owner,
+        /// The task.
+        task_id: String,
+    },
+}
+
+impl TaskRef {
+    /// The task now, with the feed of everything after.
+    pub async fn subscribe(&self) -> Result<Option<Subscription>, A2aError> {
+        match self {
+            Self::Local(handle) => Ok(handle.subscribe().await),
+            Self::Remote { fleet, owner, task_id } => fleet.follow(owner, task_id).await,
+        }
+    }
+
+    /// Cancels the task; the CANCELED task.
+    pub async fn cancel(&self) -> Result<Option<Arc<Task>>, A2aError> {
+        match self {
+            Self::Local(handle) => Ok(handle.cancel().await),
+            Self::Remote { fleet, owner, task_id } => {
+                match fleet.forward(owner, task_id, Forward::Cancel).await? {
+                    Some(Forwarded::Canceled(task)) => Ok(Some(task)),
+                    Some(Forwarded::Started(_)) => {
+                        Err(A2aError::Internal("a cancel was answered as a message".into()))
+                    }
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// Hands a follow-up message to the task; answered as `answer` asks.
+    pub(crate) async fn send_message(
+        &self,
+        turn: FollowUp,
+        answer: Answer,
+    ) -> Result<Option<Result<Started, A2aError>>, A2aError> {
+        match self {
+            Self::Local(handle) => Ok(handle.send_message(turn, answer).await),
+            Self::Remote { fleet, owner, task_id } => {
+                match fleet.forward(owner, task_id, Forward::Message { turn: Box::new(turn), answer }).await?
+                {
+                    Some(Forwarded::Started(started)) => Ok(Some(started)),
+                    Some(Forwarded::Canceled(_)) => {
+                        Err(A2aError::Internal("a message was answered as a cancel".into()))
+                    }
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+}

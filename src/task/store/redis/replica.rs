@@ -1,0 +1,195 @@
+//! What the fleet's replicas say to one another through Redis: the owner's batched append,
+//! each replica's inbox (forwarded commands and their replies), and the set of owned tasks
+//! whose leases a survivor watches.
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::fleet::{Fenced, StreamBounds};
+use super::keys::owner_id;
+use super::{RedisStore, decode_task, millis, now_ms, scripts};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+
+/// Inbox entries kept per replica (`MAXLEN ~`); a reader never lags this far behind.
+const INBOX_LENGTH: usize = 10_000;
+
+/// An inbox outlives its replica by this much, then Redis drops it.
+const INBOX_TTL: Duration = Duration::from_secs(3600);
+
+/// A task found in the store whatever its owner: for a survivor that takes over an orphan.
+pub struct Orphan {
+    /// The task as its last owner stored it.
+    pub task: Arc<Task>,
+    /// The seq of the last event it includes.
+    pub seq: u64,
+    /// Its owner, encoded as in key names (what the append script compares).
+    owner_id: String,
+}
+
+impl RedisStore {
+    /// Appends `events` (consecutive, from `first_seq`) and stores `task`, the Task after the
+    /// last of them, in one atomic step, as [`RedisStore::append`] does for one event. The
+    /// owner's index is not touched: the caller saves the task when its place in ListTasks
+    /// changes (a status update), which indexes it.
+    pub async fn append_batch(
+        &self,
+        owner: &Owner,
+        task: &Task,
+        first_seq: u64,
+        events: &[Bytes],
+        bounds: StreamBounds,
+        lease: &str,
+    ) -> Result<Result<(), Fenced>, A2aError> {
+        self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease).await
+    }
+
+    async fn append_batch_as(
+        &self,
+        oid: &str,
+        task: &Task,
+        first_seq: u64,
+        events: &[Bytes],
+        bounds: StreamBounds,
+        lease: &str,
+    ) -> Result<Result<(), Fenced>, A2aError> {
+        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, oid);
+        let mut append = scripts::APPEND_BATCH.prepare_invoke();
+        append
+            .key(self.keys.task(&task.id))
+            .key(self.keys.events(&task.id))
+            .key(self.keys.push(&task.id))
+            .key(self.keys.lease(&task.id));
+        append.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
+        append.arg(first_seq).arg(bounds.max_events.max(1)).arg(lease);
+        for event in events {
+            append.arg(event.as_ref());
+        }
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        let (outcome, detail): (String, String) =
+            self.redis.run("append", limit, append.invoke_async(&mut conn)).await?;
+        Ok(match outcome.as_str() {
+            "ok" => {
+                if detail == "1" {
+                    self.indexed(oid, task, true).await?;
+                }
+                Ok(())
+            }
+            "seq" => Err(Fenced::Seq { stored: detail.parse().unwrap_or(0) }),
+            "lease" => Err(Fenced::Lease { holder: Some(detail).filter(|h| !h.is_empty()) }),
+            _ => Err(Fenced::Owner),
+        })
+    }
+
+    /// Puts `payload` in `replica`'s inbox.
+    pub async fn send_to_replica(&self, replica: &str, payload: &[u8]) -> Result<(), A2aError> {
+        let key = self.keys.inbox(replica);
+        let mut pipe = redis::pipe();
+        pipe.cmd("XADD").arg(&key).arg("MAXLEN").arg("~").arg(INBOX_LENGTH).arg("*").arg("m").arg(payload);
+        pipe.cmd("PEXPIRE").arg(&key).arg(millis(INBOX_TTL)).ignore();
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        self.redis.run("send_to_replica", limit, pipe.query_async::<(String,)>(&mut conn)).await.map(drop)
+    }
+
+    /// The id a new reader of `replica`'s inbox starts after: its newest entry now. Mail from
+    /// before the replica started is not for it (a replica restarted under the same id must
+    /// not replay a previous life's cancels).
+    pub async fn inbox_start(&self, replica: &str) -> Result<String, A2aError> {
+        let cmd = redis::cmd("XREVRANGE")
+            .arg(self.keys.inbox(replica))
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .to_owned();
+        let newest: Vec<(String, Vec<Vec<u8>>)> = self.redis.query("inbox_start", &cmd).await?;
+        Ok(newest.into_iter().next().map(|(id, _)| id).unwrap_or_else(|| "0-0".to_owned()))
+    }
+
+    /// The entries of `replica`'s inbox after `after` (an entry id), waiting up to `block`
+    /// for one; each as (entry id, payload).
+    pub async fn read_inbox(
+        &self,
+        replica: &str,
+        after: &str,
+        block: Duration,
+    ) -> Result<Vec<(String, Vec<u8>)>, A2aError> {
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(256).arg("BLOCK").arg(millis(block).max(1));
+        cmd.arg("STREAMS").arg(self.keys.inbox(replica)).arg(after);
+        type Entries = Vec<(String, Vec<(String, Vec<Vec<u8>>)>)>;
+        let reply: Option<Entries> = self.redis.blocking("read_inbox", block, &cmd).await?;
+        let entries = reply.into_iter().flatten().flat_map(|(_, entries)| entries);
+        Ok(entries.map(|(id, fields)| (id, fields.into_iter().nth(1).unwrap_or_default())).collect())
+    }
+
+    /// Notes (or moves) the expiry of a task's lease in the set survivors watch.
+    pub async fn mark_owned(&self, task_ids: &[String], lease: Duration) -> Result<(), A2aError> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let expiry = now_ms() + millis(lease);
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(self.keys.live());
+        for id in task_ids {
+            cmd.arg(expiry).arg(id);
+        }
+        self.redis.query::<i64>("mark_owned", &cmd).await.map(drop)
+    }
+
+    /// Takes a task out of the watched set (it finished or hibernated).
+    pub async fn unmark_owned(&self, task_id: &str) -> Result<(), A2aError> {
+        self.redis
+            .query::<i64>("unmark_owned", redis::cmd("ZREM").arg(self.keys.live()).arg(task_id))
+            .await
+            .map(drop)
+    }
+
+    /// Up to `limit` watched tasks whose lease should have been renewed by now.
+    pub async fn overdue(&self, limit: usize) -> Result<Vec<String>, A2aError> {
+        let cmd = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.keys.live())
+            .arg("-inf")
+            .arg(now_ms())
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .to_owned();
+        self.redis.query("overdue", &cmd).await
+    }
+
+    /// The stored task, whoever owns it, for a survivor about to take it over.
+    pub async fn orphan(&self, task_id: &str) -> Result<Option<Orphan>, A2aError> {
+        let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
+        let (bytes, owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
+            self.redis.query("orphan", &cmd).await?;
+        match (bytes, owner) {
+            (Some(bytes), Some(owner_id)) => {
+                Ok(Some(Orphan { task: Arc::new(decode_task(&bytes)?), seq: seq.unwrap_or(0), owner_id }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Ends an orphan (its owner is gone): appends `event`, the update that produced `task`,
+    /// and indexes the task; refused when another replica took the task meanwhile.
+    pub async fn end_orphan(
+        &self,
+        orphan: &Orphan,
+        task: &Task,
+        event: Bytes,
+        bounds: StreamBounds,
+        lease: &str,
+    ) -> Result<Result<(), Fenced>, A2aError> {
+        let appended =
+            self.append_batch_as(&orphan.owner_id, task, orphan.seq + 1, &[event], bounds, lease).await?;
+        if appended.is_ok() {
+            self.indexed(&orphan.owner_id, task, false).await?;
+        }
+        Ok(appended)
+    }
+}
