@@ -1,8 +1,8 @@
 //! Compiles `proto/` with the pure-Rust `protox` compiler, so a build needs nothing but cargo.
 //!
-//! Three outputs come from one parse: prost/tonic code for the gRPC binding, pbjson serde impls
-//! for ProtoJSON, and the encoded descriptor set (which keeps custom options such as
-//! `google.api.http`) for server reflection and descriptor-driven JSON.
+//! Two outputs come from one parse: prost/tonic code for the gRPC binding, and the encoded
+//! descriptor set (which keeps custom options such as `google.api.http`) for server reflection
+//! and the descriptor-driven ProtoJSON of `src/protojson.rs`.
 use std::{env, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +26,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds_with_config(compiler.file_descriptor_set(), config)?;
 
-    pbjson_build::Builder::new().register_descriptors(&descriptor_bytes)?.build(&[".lf.a2a.v1"])?;
     Ok(())
 }

@@ -27,10 +27,21 @@ pub fn descriptor<T: Name>() -> MessageDescriptor {
 /// Decodes a ProtoJSON value into `T`; a value that does not fit is an `InvalidParams` error
 /// naming what is wrong.
 pub fn decode<T: Message + Name + Default>(value: &Value) -> Result<T, A2aError> {
-    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    from_value(value, false).map_err(|problem| invalid_json::<T>(&problem))
+}
+
+/// Decodes a ProtoJSON value into `T` strictly: an unknown field or enum name is an error, not
+/// ignored, because a misspelt field there is a bug to report (an exec agent's control lines).
+/// The error is the problem in words, for the caller to put in its own terms.
+pub fn decode_strict<T: Message + Name + Default>(value: &Value) -> Result<T, String> {
+    from_value(value, true)
+}
+
+fn from_value<T: Message + Name + Default>(value: &Value, deny_unknown: bool) -> Result<T, String> {
+    let options = DeserializeOptions::new().deny_unknown_fields(deny_unknown);
     let message = DynamicMessage::deserialize_with_options(descriptor::<T>(), value, &options)
-        .map_err(|e| invalid_json::<T>(&e.to_string()))?;
-    message.transcode_to::<T>().map_err(|e| invalid_json::<T>(&e.to_string()))
+        .map_err(|e| e.to_string())?;
+    message.transcode_to::<T>().map_err(|e| e.to_string())
 }
 
 fn invalid_json<T: Name>(problem: &str) -> A2aError {
@@ -119,6 +130,19 @@ mod tests {
         assert_eq!(unknown.role, 0);
         let bad = decode::<A2aMessage>(&json!({"parts": "not a list"})).unwrap_err();
         assert_eq!(bad.reason(), "INVALID_PARAMS");
+    }
+
+    #[test]
+    fn strict_input_rejects_what_lenient_input_ignores() {
+        let typo = json!({"messageId": "m", "role": "ROLE_USER", "parts": [], "contextID": "c"});
+        assert!(decode::<A2aMessage>(&typo).is_ok());
+        let problem = decode_strict::<A2aMessage>(&typo).unwrap_err();
+        assert!(problem.contains("contextID"), "{problem}");
+        let problem = decode_strict::<A2aMessage>(&json!({"role": "ROLE_NOPE"})).unwrap_err();
+        assert!(problem.contains("ROLE_NOPE"), "{problem}");
+        let message: A2aMessage =
+            decode_strict(&json!({"message_id": "m", "role": 2, "extensions": null})).unwrap();
+        assert_eq!((message.message_id.as_str(), message.role), ("m", Role::Agent as i32));
     }
 
     #[test]

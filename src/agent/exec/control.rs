@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 
 use super::output::STDOUT_ARTIFACT;
 use crate::proto::{Artifact, Part, part};
+use crate::protojson;
 
 /// One instruction from the command.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +56,7 @@ pub(super) fn parse(json: &str) -> Result<Control, String> {
         "authRequired" => Ok(Control::AuthRequired(optional_text(action, value)?)),
         "artifact" => {
             let mut artifact: Artifact =
-                serde_json::from_value(value).map_err(|e| format!("invalid artifact: {e}"))?;
+                protojson::decode_strict(&value).map_err(|e| format!("invalid artifact: {e}"))?;
             if artifact.artifact_id.is_empty() {
                 artifact.artifact_id = match artifact.name.as_str() {
                     "" => uuid::Uuid::new_v4().to_string(),
@@ -152,6 +153,7 @@ mod tests {
             (r#"{"status": 3}"#, "takes a string or null"),
             (r#"{"status": "a", "colour": "red"}"#, "unknown key \"colour\""),
             (r#"{"artifact": {"parts": 7}}"#, "invalid artifact"),
+            (r#"{"artifact": {"name": "a", "parts": [], "artifactID": "x"}}"#, "invalid artifact"),
             (r#"{"artifact": {"artifactId": "stdout", "parts": []}}"#, "reserved"),
             (r#"{"artifact": {"name": "a", "parts": []}, "append": "yes"}"#, "must be true or false"),
         ] {

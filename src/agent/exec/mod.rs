@@ -226,7 +226,7 @@ impl ExecAgent {
         }
         .map_err(|_| A2aError::Internal("the exec agent's slots are closed".into()))?;
         events.working(None).await?;
-        let input = encode(&ctx.message, &self.config)?;
+        let input = encode(&ctx.message, &self.config);
         let launch = Launch {
             program: &self.config.program,
             args: &self.config.args,
@@ -287,7 +287,7 @@ impl ExecAgent {
             tracing::info!(task_id = %ctx.task_id, "stdin is closed; the message stays in the history only");
             return Ok(());
         };
-        let bytes = encode(&ctx.message, &self.config)?;
+        let bytes = encode(&ctx.message, &self.config);
         if matches!(ctx.state(), TaskState::InputRequired | TaskState::AuthRequired) {
             events.working(None).await?;
         }
@@ -348,16 +348,15 @@ impl Drop for Registered<'_> {
 
 /// A message as the command reads it: one line of JSON, or its text ending with a newline
 /// (an empty text is nothing, unless stdin stays open: then it is an empty line).
-fn encode(message: &Message, config: &ExecConfig) -> Result<Vec<u8>, A2aError> {
+fn encode(message: &Message, config: &ExecConfig) -> Vec<u8> {
     let mut text = match config.input {
         InputFormat::Text => super::message_text(message),
-        InputFormat::Json => serde_json::to_string(message)
-            .map_err(|e| A2aError::Internal(format!("cannot encode the message as JSON: {e}")))?,
+        InputFormat::Json => crate::protojson::encode_string(message),
     };
     if (config.stdin == StdinMode::Open || !text.is_empty()) && !text.ends_with('\n') {
         text.push('\n');
     }
-    Ok(text.into_bytes())
+    text.into_bytes()
 }
 
 /// Writes messages to stdin until the channel closes (then stdin closes) or the command stops

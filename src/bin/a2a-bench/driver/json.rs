@@ -1,6 +1,8 @@
 //! The JSON bindings: JSON-RPC 2.0 (`POST /`) and HTTP+JSON (`POST /message:send`,
 //! `GET /tasks/{id}:subscribe`), both ProtoJSON, streams as Server-Sent Events.
 //!
+//! Bodies go through [`a2a_server::protojson`], the server's own descriptor-driven codec.
+//!
 //! They ride on tonic's `Channel` used as a plain HTTP/2 client (h2c, prior knowledge), which
 //! the server accepts on its one port: no HTTP client crate is needed, and one connection
 //! multiplexes many SSE streams just as it does gRPC streams, so the scenarios open the same
@@ -8,10 +10,11 @@
 use std::collections::VecDeque;
 
 use a2a_server::proto::{SendMessageRequest, SendMessageResponse, StreamResponse};
+use a2a_server::protojson;
 use axum::body::{Body as AxumBody, BodyDataStream, Bytes};
 use futures::StreamExt;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tonic::codegen::Service;
 use tonic::codegen::http::{self, Request, Response, header};
 use tonic::transport::Channel;
@@ -36,9 +39,9 @@ pub struct JsonConn {
 
 /// A JSON-RPC response; `id` and `jsonrpc` are not checked (one call per stream).
 #[derive(Deserialize)]
-struct Envelope<T> {
-    result: Option<T>,
-    error: Option<serde_json::Value>,
+struct Envelope {
+    result: Option<Value>,
+    error: Option<Value>,
 }
 
 impl JsonConn {
@@ -60,7 +63,7 @@ impl JsonConn {
         Ok(response.map(AxumBody::new))
     }
 
-    fn rpc(method: &str, params: &impl serde::Serialize) -> Result<Vec<u8>, BoxError> {
+    fn rpc(method: &str, params: &Value) -> Result<Vec<u8>, BoxError> {
         Ok(serde_json::to_vec(&serde_json::json!({
             "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
         }))?)
@@ -68,14 +71,11 @@ impl JsonConn {
 
     /// SendMessage.
     pub async fn send(&self, request: &SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
-        let response = match self.flavor {
-            Flavor::JsonRpc => {
-                self.call(http::Method::POST, "/", Some(Self::rpc("SendMessage", request)?)).await?
-            }
-            Flavor::Rest => {
-                self.call(http::Method::POST, "/message:send", Some(serde_json::to_vec(request)?)).await?
-            }
+        let (path, body) = match self.flavor {
+            Flavor::JsonRpc => ("/", Self::rpc("SendMessage", &protojson::encode(request))?),
+            Flavor::Rest => ("/message:send", protojson::encode_string(request).into_bytes()),
         };
+        let response = self.call(http::Method::POST, path, Some(body)).await?;
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
         self.decode(status, &bytes)
@@ -110,12 +110,12 @@ impl JsonConn {
         })
     }
 
-    fn decode<T: DeserializeOwned>(&self, status: http::StatusCode, bytes: &[u8]) -> Result<T, BoxError> {
+    fn decode(&self, status: http::StatusCode, bytes: &[u8]) -> Result<SendMessageResponse, BoxError> {
         match self.flavor {
-            Flavor::Rest if status.is_success() => Ok(serde_json::from_slice(bytes)?),
+            Flavor::Rest if status.is_success() => Ok(protojson::decode(&serde_json::from_slice(bytes)?)?),
             Flavor::Rest => Err(self.error(status, bytes)),
-            Flavor::JsonRpc => match serde_json::from_slice::<Envelope<T>>(bytes)? {
-                Envelope { result: Some(result), .. } => Ok(result),
+            Flavor::JsonRpc => match serde_json::from_slice::<Envelope>(bytes)? {
+                Envelope { result: Some(result), .. } => Ok(protojson::decode(&result)?),
                 Envelope { error, .. } => {
                     Err(format!("JSON-RPC error: {}", error.unwrap_or_default()).into())
                 }
@@ -147,9 +147,9 @@ impl SseStream {
                     return Err(format!("error event: {data}").into());
                 }
                 return Ok(Some(match self.flavor {
-                    Flavor::Rest => serde_json::from_str(&data)?,
-                    Flavor::JsonRpc => match serde_json::from_str::<Envelope<StreamResponse>>(&data)? {
-                        Envelope { result: Some(result), .. } => result,
+                    Flavor::Rest => protojson::decode::<StreamResponse>(&serde_json::from_str(&data)?)?,
+                    Flavor::JsonRpc => match serde_json::from_str::<Envelope>(&data)? {
+                        Envelope { result: Some(result), .. } => protojson::decode(&result)?,
                         Envelope { error, .. } => {
                             return Err(format!("JSON-RPC error event: {}", error.unwrap_or_default()).into());
                         }
