@@ -8,11 +8,12 @@ use clap::{Parser, ValueEnum};
 use crate::agent::exec::{ExecConfig, InputFormat, StdinMode};
 use crate::card::{CardFacts, CardOverrides};
 use crate::core::CoreSettings;
+use crate::fleet::FleetSettings;
 use crate::proto::{AgentCard, AgentSkill};
 use crate::protojson;
 use crate::push::ssrf::Policy;
 use crate::push::{PushEvents, PushSettings};
-use crate::task::store::Retention;
+use crate::task::store::{RedisOptions, Retention};
 use crate::transport::http::HttpSettings;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
@@ -58,6 +59,26 @@ pub struct Config {
     #[arg(long, env = "A2A_EVENT_LOG_BYTES", default_value_t = 16 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_bytes: u64,
+
+    /// Where task state lives: `memory` (this process alone), or a Redis that several
+    /// replicas share as one fleet: `redis://HOST:PORT/DB`, `rediss://…` (TLS),
+    /// `redis+cluster://H1:P1,H2:P2,…` (Redis Cluster).
+    #[arg(long, env = "A2A_STORE", default_value = "memory")]
+    pub store: String,
+
+    /// Prefix of every Redis key, so several deployments can share one Redis.
+    #[arg(long, env = "A2A_REDIS_PREFIX", default_value = "a2a")]
+    pub redis_prefix: String,
+
+    /// Milliseconds a replica's ownership of a running task lasts unless renewed (a third of
+    /// it, over and over); a replica that dies is replaced within about this much.
+    #[arg(long, env = "A2A_LEASE_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(300..=600_000))]
+    pub lease_ms: u64,
+
+    /// This replica's id in the fleet (default: a new random one at every start).
+    #[arg(long, env = "A2A_REPLICA_ID")]
+    pub replica_id: Option<String>,
 
     /// Seconds a task waiting for input (nothing running, nobody subscribed) keeps its actor
     /// before hibernating to the store (revived by the next call that needs it); 0: never.
@@ -350,6 +371,22 @@ impl Config {
             max_finished: self.task_retention_count,
             max_age: Duration::from_secs(self.task_retention_secs),
         }
+    }
+
+    /// How this replica takes part in a fleet (with `--store redis…`).
+    pub fn fleet_settings(&self) -> FleetSettings {
+        let replica = self.replica_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        FleetSettings {
+            stream_events: self.event_log_capacity as usize,
+            log_capacity: self.event_log_capacity as usize,
+            log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
+            ..FleetSettings::new(replica, Duration::from_millis(self.lease_ms))
+        }
+    }
+
+    /// The Redis store options (with `--store redis…`).
+    pub fn redis_options(&self) -> RedisOptions {
+        RedisOptions { prefix: self.redis_prefix.clone(), retention: self.retention(), ..RedisOptions::default() }
     }
 
     /// The core's settings.

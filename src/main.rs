@@ -8,7 +8,8 @@ use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::error::{A2aError, BoxError};
 use a2a_server::proto::AgentCard;
 use a2a_server::server::{self, Server};
-use a2a_server::task::store::MemoryStore;
+use a2a_server::fleet::RedisFleet;
+use a2a_server::task::store::{MemoryStore, RedisStore, StoreUrl};
 use clap::Parser;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -125,12 +126,27 @@ async fn run(config: Config) -> Result<(), BoxError> {
         .card_overrides(overrides)
         .card_facts(facts)
         .settings(settings)
-        .store(Arc::new(MemoryStore::new(config.retention())))
         .http(config.http_settings())
         .cors_origins(config.cors_origins.clone());
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
     }
+    let in_fleet = match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {
+        StoreUrl::Memory => {
+            server = server.store(Arc::new(MemoryStore::new(config.retention())));
+            false
+        }
+        StoreUrl::Redis(target) => {
+            let store = RedisStore::connect(target, config.redis_options())
+                .await
+                .unwrap_or_else(|e| config_error(format!("--store: {e}")));
+            let store = Arc::new(store);
+            let fleet = RedisFleet::new(store.clone(), config.fleet_settings());
+            tracing::info!(replica = fleet.replica(), "one replica of a fleet on Redis");
+            server = server.store(store).fleet(Arc::new(fleet));
+            true
+        }
+    };
     let running = match server.start(listener).await {
         Err(error) if error.is::<A2aError>() => config_error(error),
         result => result?,
@@ -145,12 +161,20 @@ async fn run(config: Config) -> Result<(), BoxError> {
         println!("a2a-server HTTP bindings on {http_address}");
     }
     tracing::info!(%grpc_address, %http_address, agent = ?config.agent, "listening");
-    let drain = running.drain(std::time::Duration::from_secs(config.drain_timeout_secs));
+    let drain_timeout = std::time::Duration::from_secs(config.drain_timeout_secs);
+    let drain = running.drain(drain_timeout);
     tokio::spawn(async move {
         shutdown_signal().await;
         drain.run().await;
     });
-    running.wait().await
+    let core = running.core().clone();
+    running.wait().await?;
+    if in_fleet {
+        // Running tasks finish here (or are cancelled by the drain at its deadline); waiting
+        // ones hibernated to the store for the other replicas.
+        core.wait_idle(drain_timeout).await;
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -143,6 +143,28 @@ impl Core {
         self.shutdown.send_replace(true);
     }
 
+    /// Whether the server is draining.
+    pub fn is_draining(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Hibernates every live task that only waits for its client: in a fleet, a draining
+    /// replica leaves those to the others instead of holding them until it exits.
+    pub fn park_waiting(&self) {
+        for handle in self.env.registry.handles() {
+            handle.park();
+        }
+    }
+
+    /// Waits until no task is live here, or `limit` passes (a draining fleet replica lets
+    /// running tasks finish).
+    pub async fn wait_idle(&self, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.live_tasks() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Cancels every live task (when draining takes too long), so blocked callers get an answer.
     pub async fn cancel_all(&self) {
         for handle in self.env.registry.handles() {

@@ -86,7 +86,7 @@ impl Inner {
             return Ok(());
         }
         let mut task = orphan.task.clone();
-        let text = "the replica running this task stopped (its lease expired); the task failed";
+        let text = "the replica running this task was lost (it stopped renewing its lease); the task failed";
         let change = set_status(&mut task, failure(text), None);
         let event = StreamResponse { payload: Some(change.into_payload()) }.encode_to_vec();
         match self.store.end_orphan(&orphan, &task, event.into(), self.bounds(), &self.replica).await? {

@@ -25,7 +25,8 @@ pub struct Drain {
 
 impl Drain {
     /// Health goes NOT_SERVING and `/readyz` 503; new calls are refused and open streams end
-    /// with UNAVAILABLE (clients resubscribe elsewhere); the listeners stop accepting and wait
+    /// with UNAVAILABLE (clients resubscribe elsewhere); in a fleet, tasks waiting for their
+    /// client hibernate to the shared store at once; the listeners stop accepting and wait
     /// for in-flight calls; if that takes longer than the timeout, running tasks are cancelled,
     /// which answers every blocked call, and the process exits soon after.
     pub async fn run(self) {
@@ -34,6 +35,10 @@ impl Drain {
         self.health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::NotServing).await;
         self.ready.store(false, Ordering::Relaxed);
         self.core.begin_shutdown();
+        if self.core.fleet().is_some() {
+            // The other replicas serve waiting tasks from the shared store from now on.
+            self.core.park_waiting();
+        }
         let _ = self.stop.send(true);
         tokio::time::sleep(self.timeout).await;
         tracing::warn!("drain timeout passed; cancelling running tasks");

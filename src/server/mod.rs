@@ -16,6 +16,7 @@
 //! ```
 mod drain;
 mod router;
+mod store_health;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -40,6 +41,7 @@ use crate::card::{self, CardFacts, CardOverrides};
 use crate::core::{Core, CoreSettings};
 use crate::error::BoxError;
 use crate::proto::AgentCard;
+use crate::task::fleet::Fleet;
 use crate::task::store::{MemoryStore, Retention, TaskStore};
 use crate::transport::http::HttpSettings;
 
@@ -53,6 +55,7 @@ pub struct Server {
     card_facts: Option<CardFacts>,
     settings: CoreSettings,
     store: Option<Arc<dyn TaskStore>>,
+    fleet: Option<Arc<dyn Fleet>>,
     http: HttpSettings,
     cors_origins: Vec<String>,
     http_listener: Option<TcpListener>,
@@ -77,6 +80,7 @@ impl Server {
             card_facts: None,
             settings: CoreSettings::default(),
             store: None,
+            fleet: None,
             http: HttpSettings::default(),
             cors_origins: Vec::new(),
             http_listener: None,
@@ -106,6 +110,13 @@ impl Server {
     /// The task store (default: a [`MemoryStore`] with the default retention).
     pub fn store(mut self, store: Arc<dyn TaskStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Makes this server one replica of `fleet`, whose shared store must be the one given to
+    /// [`Server::store`]: any replica then serves any task.
+    pub fn fleet(mut self, fleet: Arc<dyn Fleet>) -> Self {
+        self.fleet = Some(fleet);
         self
     }
 
@@ -164,10 +175,16 @@ impl Server {
             }
         }
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new(Retention::default())));
-        let core = Arc::new(Core::new(self.agent, store, settings));
+        let core = Arc::new(match self.fleet {
+            Some(fleet) => Core::in_fleet(self.agent, store, fleet, settings),
+            None => Core::new(self.agent, store, settings),
+        });
         let options = Options { card, http: self.http, cors_origins: self.cors_origins };
         let app = app(core.clone(), options).await?;
         let (health, ready) = (app.health.clone(), app.ready.clone());
+        if let Some(fleet) = core.fleet() {
+            tokio::spawn(store_health::watch(fleet.clone(), core.clone(), health.clone(), ready.clone()));
+        }
 
         let (stop, stopped) = watch::channel(false);
         let until = move || {

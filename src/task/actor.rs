@@ -156,7 +156,7 @@ impl TaskActor {
                 _ = sleep_until(deadline) => {
                     if self.dirty != Dirty::Clean {
                         self.persist().await;
-                    } else if self.hibernate() {
+                    } else if self.hibernate(false) {
                         break;
                     }
                 }
@@ -212,11 +212,13 @@ impl TaskActor {
             && is_interrupted(state_of(self.task.status.as_ref()))
     }
 
-    /// Leaves the registry if nobody follows the task (the store is up to date); otherwise the
+    /// Leaves the registry if nobody follows the task (the store is up to date) or, when
+    /// `parking`, even if some do (the server drains: their streams end anyway); otherwise the
     /// idle clock starts again. Whether it did.
-    fn hibernate(&mut self) -> bool {
+    fn hibernate(&mut self, parking: bool) -> bool {
         let unwritten = self.journal.as_ref().is_some_and(|journal| !journal.is_empty());
-        if !self.quiet() || self.log.feeds() > 0 || !self.rx.is_empty() || unwritten {
+        let followed = !parking && self.log.feeds() > 0;
+        if !self.quiet() || followed || !self.rx.is_empty() || unwritten || self.dirty != Dirty::Clean {
             self.last_active = tokio::time::Instant::now();
             return false;
         }
@@ -241,6 +243,10 @@ impl TaskActor {
             Command::Agent(event) => self.on_agent_event(*event),
             Command::Subscribe { reply } => {
                 let _ = reply.send(self.subscription());
+            }
+            Command::Park => {
+                self.persist().await;
+                self.hibernate(true);
             }
             Command::Snapshot { reply } => {
                 let _ = reply.send(self.task.clone());

@@ -18,6 +18,9 @@ pub(crate) enum Command {
     Snapshot { reply: oneshot::Sender<Arc<Task>> },
     Cancel { reply: oneshot::Sender<Arc<Task>> },
     Message { turn: Box<FollowUp>, reply: Reply },
+    /// Hibernate now if the task only waits for its client (a fleet replica draining: the
+    /// task stays available on the other replicas).
+    Park,
 }
 
 /// How a message's sender wants to hear back: the one spelling of Follow / Settle, from the
@@ -125,6 +128,12 @@ impl TaskHandle {
     /// The task now, with the feed of everything after.
     pub async fn subscribe(&self) -> Option<Subscription> {
         self.ask(|reply| Command::Subscribe { reply }).await
+    }
+
+    /// Asks the actor to hibernate if its task only waits for the client (see
+    /// `Command::Park`); does not wait for it.
+    pub fn park(&self) {
+        let _ = self.tx.try_send(Command::Park);
     }
 
     /// The task now.

@@ -1,0 +1,42 @@
+//! A fleet replica is only as healthy as its shared store: while Redis does not answer,
+//! `grpc.health.v1` says NOT_SERVING and `/readyz` 503, so load balancers send calls to
+//! replicas that can serve them; both come back by themselves when Redis does.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use crate::core::Core;
+use crate::proto::SERVICE_NAME;
+use crate::task::fleet::Fleet;
+
+/// How often the store is asked.
+const PERIOD: Duration = Duration::from_secs(1);
+
+/// Checks the store every [`PERIOD`] for as long as the server runs, and reports changes; a
+/// draining server stays NOT_SERVING whatever the store says.
+pub(super) async fn watch(fleet: Arc<dyn Fleet>, core: Arc<Core>, health: HealthReporter, ready: Arc<AtomicBool>) {
+    let mut serving = true;
+    loop {
+        tokio::time::sleep(PERIOD).await;
+        if core.is_draining() {
+            return;
+        }
+        let healthy = fleet.healthy().await;
+        if healthy == serving || core.is_draining() {
+            continue;
+        }
+        serving = healthy;
+        let status = if healthy { ServingStatus::Serving } else { ServingStatus::NotServing };
+        if healthy {
+            tracing::info!("the task store answers again; serving");
+        } else {
+            tracing::error!("the task store does not answer; not serving until it does");
+        }
+        health.set_service_status("", status).await;
+        health.set_service_status(SERVICE_NAME, status).await;
+        ready.store(healthy, Ordering::Relaxed);
+    }
+}
