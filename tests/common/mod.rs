@@ -9,6 +9,7 @@
 pub mod bindings;
 pub mod failure;
 pub mod normalise;
+pub mod process;
 pub mod webhook;
 
 use std::net::SocketAddr;
