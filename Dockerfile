@@ -7,6 +7,16 @@ COPY src ./src
 # `--build-arg FEATURES=otel` adds OpenTelemetry export (--otlp-endpoint).
 ARG FEATURES=""
 RUN cargo build --release --locked --bin a2a-server --features "$FEATURES"
+# Ship a stripped binary (the release profile keeps line tables for backtraces, which makes it
+# several times larger). The symbols stay in this stage, linked by a .gnu_debuglink, for
+# debuggers and symbolizers: `docker build --target debug-symbols --output type=local,dest=out .`
+RUN cd target/release \
+    && objcopy --only-keep-debug a2a-server a2a-server.debug \
+    && objcopy --strip-debug --strip-unneeded --add-gnu-debuglink=a2a-server.debug a2a-server
+
+# The symbols alone, exported only on request (see above).
+FROM scratch AS debug-symbols
+COPY --from=build /src/target/release/a2a-server.debug /
 
 # Run: a slim image, an unprivileged user, one port for every binding.
 FROM debian:bookworm-slim

@@ -1,55 +1,22 @@
 //! The `a2a-server` binary itself: flags, start-up errors, where it says it listens, split ports.
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use a2a_server::proto::GetTaskRequest;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
-
-const BIN: &str = env!("CARGO_BIN_EXE_a2a-server");
-
-/// A server process, killed on drop.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::process::{ServerProcess, run_to_exit};
 
 /// Starts the binary and returns the addresses it prints (`listening on ADDR`, and
 /// `HTTP bindings on ADDR` when split).
-fn start(args: &[&str]) -> (Process, String, Option<String>) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("A2A_LISTEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn a2a-server");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
-    let grpc =
-        first.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
-    let http = args.contains(&"--http-listen").then(|| {
-        let line = lines.next().expect("a second line").expect("utf-8");
-        line.rsplit(' ').next().unwrap().to_owned()
-    });
-    (Process(child), grpc, http)
+fn start(args: &[&str]) -> (ServerProcess, String, Option<String>) {
+    let process = ServerProcess::start(args);
+    let (grpc, http) = (process.addr.clone(), process.http.clone());
+    (process, grpc, http)
 }
 
 /// The Agent Card served at `address`.
 async fn card_at(address: &str) -> serde_json::Value {
     let response = reqwest::get(format!("http://{address}/.well-known/agent-card.json")).await.unwrap();
     response.json().await.unwrap()
-}
-
-fn run_to_exit(args: &[&str]) -> (i32, String) {
-    let output = Command::new(BIN).args(args).output().expect("run a2a-server");
-    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 #[tokio::test]

@@ -1,55 +1,25 @@
 //! Graceful shutdown of a real `a2a-server` process on a real SIGTERM.
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::{ListTasksRequest, SubscribeToTaskRequest, TaskState};
+use common::process::ServerProcess;
 use common::*;
 use tonic::transport::Channel;
 
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn start(drain_timeout_secs: u64) -> (Self, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-server"))
-            .args(["--listen", "127.0.0.1:0", "--drain-timeout-secs", &drain_timeout_secs.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let line = BufReader::new(child.stdout.take().unwrap()).lines().next().unwrap().unwrap();
-        let address =
-            line.split("listening on ").nth(1).unwrap().split_whitespace().next().unwrap().to_owned();
-        (Self(child), format!("http://{address}"))
-    }
-
-    fn terminate(&self) {
-        let status = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits (bounded) for the process to exit; its exit code.
-    async fn exit_code(&mut self) -> i32 {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the server did not exit");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+/// The binary with a drain timeout; the process and its URL.
+fn start(drain_timeout_secs: u64) -> (ServerProcess, String) {
+    let process = ServerProcess::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--drain-timeout-secs",
+        &drain_timeout_secs.to_string(),
+    ]);
+    let url = process.url();
+    (process, url)
 }
 
 async fn client(url: &str) -> A2aServiceClient<Channel> {
@@ -67,7 +37,7 @@ async fn wait_for_tasks(client: &mut A2aServiceClient<Channel>, n: i32) {
 
 #[tokio::test]
 async fn sigterm_ends_streams_with_unavailable_and_lets_unary_calls_finish() {
-    let (mut process, url) = Process::start(30);
+    let (mut process, url) = start(30);
     let mut control = client(&url).await;
     let idle = match control.send_message(send("input")).await.unwrap().into_inner().payload {
         Some(Reply::Task(task)) => task,
@@ -99,7 +69,7 @@ async fn sigterm_ends_streams_with_unavailable_and_lets_unary_calls_finish() {
 
 #[tokio::test]
 async fn running_tasks_are_cancelled_when_the_drain_timeout_passes() {
-    let (mut process, url) = Process::start(1);
+    let (mut process, url) = start(1);
     let mut control = client(&url).await;
     let mut blocking = client(&url).await;
     let in_flight = tokio::spawn(async move { blocking.send_message(send("stream 100 1000")).await });

@@ -8,7 +8,10 @@
 
 pub mod bindings;
 pub mod failure;
+pub mod fleet;
 pub mod normalise;
+pub mod process;
+pub mod redis;
 pub mod webhook;
 
 use std::net::SocketAddr;

@@ -33,18 +33,9 @@ fi
 mkdir -p target
 
 # --- venv (reinstalled only when requirements.txt changes) -------------------
-req_hash="$(sha256sum "$req" | cut -c1-16)"
-stamp="$venv/.interop-requirements-$req_hash"
-if [[ ! -f "$stamp" ]]; then
-    echo "interop: preparing venv $venv"
-    if [[ ! -x "$venv/bin/python" ]]; then
-        "$python" -m venv "$venv"
-    fi
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
-    rm -f "$venv"/.interop-requirements-*
-    touch "$stamp"
-fi
-py="$venv/bin/python"
+# shellcheck source=tests/interop/venv.sh
+source "$here/venv.sh"
+prepare_venv
 
 # --- JS client deps (npm ci from the lock file, only when it changes) ---------
 # Any failure here is reported as a FAIL line below instead of aborting the run,

@@ -456,11 +456,14 @@ async def check_card(target: Target) -> None:
         pass
 
 
-async def check_streaming_send(target: Target) -> None:
+async def stream_and_verify(target: Target, total: int, delay_ms: int = 100) -> Task:
+    """SendStreamingMessage ``stream TOTAL DELAY_MS``: the Task, every chunk, COMPLETED."""
     async with target.client(streaming=True) as client:
         events: list[StreamResponse] = []
         await collect(
-            client.send_message(send_request('stream 5 100'), context=ctx(STREAM_DEADLINE)),
+            client.send_message(
+                send_request(f'stream {total} {delay_ms}'), context=ctx(STREAM_DEADLINE)
+            ),
             events,
             'SendStreamingMessage',
         )
@@ -468,11 +471,16 @@ async def check_streaming_send(target: Target) -> None:
     verify_updates_after_task(
         events[1:],
         task,
-        expected_texts=chunks(0, 5),
+        expected_texts=chunks(0, total),
         first_append=False,
         artifact_id=None,
         what='SendStreamingMessage',
     )
+    return task
+
+
+async def check_streaming_send(target: Target) -> None:
+    await stream_and_verify(target, 5)
 
 
 async def check_subscribe_mid_stream(target: Target) -> None:
