@@ -386,7 +386,11 @@ impl Config {
 
     /// The Redis store options (with `--store redis…`).
     pub fn redis_options(&self) -> RedisOptions {
-        RedisOptions { prefix: self.redis_prefix.clone(), retention: self.retention(), ..RedisOptions::default() }
+        RedisOptions {
+            prefix: self.redis_prefix.clone(),
+            retention: self.retention(),
+            ..RedisOptions::default()
+        }
     }
 
     /// The core's settings.

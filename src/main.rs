@@ -6,9 +6,9 @@ use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::exec::ExecAgent;
 use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::error::{A2aError, BoxError};
+use a2a_server::fleet::RedisFleet;
 use a2a_server::proto::AgentCard;
 use a2a_server::server::{self, Server};
-use a2a_server::fleet::RedisFleet;
 use a2a_server::task::store::{MemoryStore, RedisStore, StoreUrl};
 use clap::Parser;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -131,22 +131,23 @@ async fn run(config: Config) -> Result<(), BoxError> {
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
     }
-    let in_fleet = match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {
-        StoreUrl::Memory => {
-            server = server.store(Arc::new(MemoryStore::new(config.retention())));
-            false
-        }
-        StoreUrl::Redis(target) => {
-            let store = RedisStore::connect(target, config.redis_options())
-                .await
-                .unwrap_or_else(|e| config_error(format!("--store: {e}")));
-            let store = Arc::new(store);
-            let fleet = RedisFleet::new(store.clone(), config.fleet_settings());
-            tracing::info!(replica = fleet.replica(), "one replica of a fleet on Redis");
-            server = server.store(store).fleet(Arc::new(fleet));
-            true
-        }
-    };
+    let in_fleet =
+        match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {
+            StoreUrl::Memory => {
+                server = server.store(Arc::new(MemoryStore::new(config.retention())));
+                false
+            }
+            StoreUrl::Redis(target) => {
+                let store = RedisStore::connect(target, config.redis_options())
+                    .await
+                    .unwrap_or_else(|e| config_error(format!("--store: {e}")));
+                let store = Arc::new(store);
+                let fleet = RedisFleet::new(store.clone(), config.fleet_settings());
+                tracing::info!(replica = fleet.replica(), "one replica of a fleet on Redis");
+                server = server.store(store).fleet(Arc::new(fleet));
+                true
+            }
+        };
     let running = match server.start(listener).await {
         Err(error) if error.is::<A2aError>() => config_error(error),
         result => result?,

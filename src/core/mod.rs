@@ -203,6 +203,9 @@ impl Core {
                 "the server is shutting down; retry on another replica".into(),
             ));
         }
+        if let Some(unavailable) = self.env.fleet.as_ref().and_then(|fleet| fleet.unavailable()) {
+            return Err(unavailable);
+        }
         call.check_version()?;
         call.check_required_extensions(&self.settings.required_extensions)
     }

@@ -17,7 +17,7 @@ mod mail;
 mod mirror;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -82,6 +82,8 @@ struct Inner {
     next_request: AtomicU64,
     /// The local tasks, for the commands other replicas forward here.
     env: OnceLock<Weak<TaskEnv>>,
+    /// Whether Redis answered the last health check.
+    healthy: AtomicBool,
 }
 
 impl RedisFleet {
@@ -96,6 +98,7 @@ impl RedisFleet {
             waiting: Mutex::new(HashMap::new()),
             next_request: AtomicU64::new(1),
             env: OnceLock::new(),
+            healthy: AtomicBool::new(true),
         }))
     }
 
@@ -118,7 +121,12 @@ impl Inner {
         if !self.store.acquire_lease(task_id, &self.replica, self.settings.lease).await? {
             return Ok(false);
         }
-        let newly = self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(task_id.to_owned());
+        let newly = {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let newly = held.insert(task_id.to_owned());
+            metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
+            newly
+        };
         if newly {
             self.store.mark_owned(&[task_id.to_owned()], self.settings.lease).await?;
         }
@@ -146,7 +154,11 @@ impl Fleet for RedisFleet {
 
     async fn release(&self, task_id: &str) {
         let inner = &self.0;
-        inner.held.lock().unwrap_or_else(|e| e.into_inner()).remove(task_id);
+        {
+            let mut held = inner.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.remove(task_id);
+            metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
+        }
         if let Err(error) = inner.store.unmark_owned(task_id).await {
             tracing::warn!(%task_id, %error, "could not take the task out of the watched set");
         }
@@ -207,6 +219,18 @@ impl Fleet for RedisFleet {
     }
 
     async fn healthy(&self) -> bool {
-        self.0.store.ping().await.is_ok()
+        let healthy = self.0.store.ping().await.is_ok();
+        self.0.healthy.store(healthy, Ordering::Relaxed);
+        healthy
+    }
+
+    fn unavailable(&self) -> Option<A2aError> {
+        if self.0.healthy.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(A2aError::Unavailable(format!(
+            "the task store (Redis at {}) does not answer; retry later",
+            self.0.store.address()
+        )))
     }
 }

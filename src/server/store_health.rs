@@ -17,7 +17,12 @@ const PERIOD: Duration = Duration::from_secs(1);
 
 /// Checks the store every [`PERIOD`] for as long as the server runs, and reports changes; a
 /// draining server stays NOT_SERVING whatever the store says.
-pub(super) async fn watch(fleet: Arc<dyn Fleet>, core: Arc<Core>, health: HealthReporter, ready: Arc<AtomicBool>) {
+pub(super) async fn watch(
+    fleet: Arc<dyn Fleet>,
+    core: Arc<Core>,
+    health: HealthReporter,
+    ready: Arc<AtomicBool>,
+) {
     let mut serving = true;
     loop {
         tokio::time::sleep(PERIOD).await;
@@ -31,6 +36,7 @@ pub(super) async fn watch(fleet: Arc<dyn Fleet>, core: Arc<Core>, health: Health
         serving = healthy;
         let status = if healthy { ServingStatus::Serving } else { ServingStatus::NotServing };
         if healthy {
+            metrics::counter!("a2a_redis_recoveries_total").increment(1);
             tracing::info!("the task store answers again; serving");
         } else {
             tracing::error!("the task store does not answer; not serving until it does");

@@ -16,45 +16,12 @@ use super::handle::{Answer, Command, FollowUp, Reply, Started, Subscription, Tas
 use super::journal::{Flushed, Journal, lost};
 use super::log::{EventLog, Feed};
 use super::metrics::{TaskMetrics, track_state};
+use super::phase::{Phase, Starter};
 use super::rules::{self, Change};
 use super::{TaskEnv, is_interrupted, is_terminal, state_of};
 use crate::agent::{AgentEvent, RequestContext};
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, Task, TaskState, TaskStatus, stream_response::Payload};
-
-/// Where a task is in its life, as its actor sees it. One value, so that combinations that
-/// cannot happen (hibernated yet finished, a starter waiting on a registered task) cannot be
-/// written down either.
-pub(super) enum Phase {
-    /// A new task's agent has sent nothing yet. It may still answer with a direct message, and
-    /// then there is no task at all, so until its first event the task is not registered,
-    /// stored or counted; the starter waits to hear which it is.
-    Starting(Box<Starter>),
-    /// The task exists: registered, stored, counted in the gauges, taking commands.
-    Live,
-    /// The task reached a terminal state: the loop ends, the final state goes to the store and
-    /// the task leaves the registry.
-    Finished,
-    /// There never was a task: the agent answered with a direct message, or ended or failed
-    /// before its first event. Nothing was registered, stored, counted or pushed, so nothing is
-    /// undone, and what the execution does afterwards (ending, above all) is ignored.
-    NoTask,
-    /// Idle and waiting for the client, with nobody following: the store has the task and the
-    /// actor has left the registry, so the next call that needs it revives it. The loop ends.
-    Hibernated,
-    /// In a fleet, another replica took the task over (this one's lease had lapsed): this
-    /// actor must not write again. It leaves the registry, and its subscribers end with
-    /// UNAVAILABLE and resubscribe, reaching the new owner.
-    Lost,
-}
-
-/// Who sent a new task's first message, until the agent's first event says whether there is a
-/// task at all.
-pub(super) struct Starter {
-    pub(super) reply: Reply,
-    /// Wakes when the first execution ends; there exactly when the sender follows the turn.
-    pub(super) done: Option<oneshot::Receiver<()>>,
-}
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
 const ARTIFACT_PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
@@ -128,6 +95,10 @@ impl TaskActor {
 
     pub(super) async fn run(mut self) {
         while self.running() {
+            if self.journal.as_ref().is_some_and(Journal::has_deferred) {
+                self.persist().await;
+                self.answer_deferred();
+            }
             if self.journal.as_ref().is_some_and(|journal| journal.due(self.rx.is_empty())) {
                 self.flush().await;
                 if !self.running() {
@@ -172,6 +143,7 @@ impl TaskActor {
                 return;
             }
             Phase::Lost => {
+                self.answer_deferred();
                 self.log.close_with(lost(&self.task.id));
                 self.env.registry.remove(&self.handle);
                 track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
@@ -185,6 +157,7 @@ impl TaskActor {
         self.release().await;
         self.env.registry.remove(&self.handle);
         self.settle_all();
+        self.answer_deferred();
         let state = state_of(self.task.status.as_ref());
         track_state(state, TaskState::Unspecified);
         if let Some(counter) = TaskMetrics::get().finished(state) {
@@ -257,7 +230,8 @@ impl TaskActor {
                 let canceled =
                     TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None };
                 self.set_status(canceled);
-                let _ = reply.send(self.task.clone());
+                let task = self.task.clone();
+                self.deliver(move || drop(reply.send(task)));
             }
             Command::Message { turn, reply } => self.on_message(*turn, reply),
         }
@@ -307,6 +281,13 @@ impl TaskActor {
         }
     }
 
+    /// Sends the answers held for the store (written now, or the actor ends).
+    fn answer_deferred(&mut self) {
+        if let Some(journal) = &mut self.journal {
+            journal.answer_all();
+        }
+    }
+
     /// Gives the fleet lease up, if there is a fleet.
     async fn release(&mut self) {
         // Only owned values across the await: the actor itself is not `Sync`.
@@ -345,7 +326,7 @@ impl TaskActor {
         match (reply.answer, done) {
             (Answer::Follow, Some(done)) => {
                 let turn = Turn { subscription: self.subscription(), done: Some(done) };
-                reply.send(Ok(Started::Turn(Box::new(turn))));
+                self.deliver(move || reply.send(Ok(Started::Turn(Box::new(turn)))));
             }
             _ => self.settling.push((exec, reply.to)),
         }
@@ -406,14 +387,25 @@ impl TaskActor {
             && let Some(i) = self.settling.iter().position(|(e, _)| *e == exec)
         {
             let (_, reply) = self.settling.swap_remove(i);
-            let _ = reply.send(Ok(Started::Settled(self.task.clone())));
+            let task = self.task.clone();
+            self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));
         }
     }
 
     /// Answers every blocked caller with the task as it is now.
     fn settle_all(&mut self) {
-        for (_, reply) in self.settling.drain(..) {
-            let _ = reply.send(Ok(Started::Settled(self.task.clone())));
+        let task = self.task.clone();
+        for (_, reply) in std::mem::take(&mut self.settling) {
+            let task = task.clone();
+            self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));
+        }
+    }
+
+    /// Sends an answer to a caller: at once, or in a fleet once the store has what it says.
+    fn deliver(&mut self, answer: impl FnOnce() + Send + 'static) {
+        match &mut self.journal {
+            None => answer(),
+            Some(journal) => journal.defer(Box::new(answer)),
         }
     }
 

@@ -80,8 +80,13 @@ pub trait Fleet: Send + Sync + 'static {
         command: Forward,
     ) -> Result<Option<Forwarded>, A2aError>;
 
-    /// Whether the shared store answers (for health and readiness).
+    /// Whether the shared store answers now (for health and readiness); remembered for
+    /// [`Fleet::unavailable`].
     async fn healthy(&self) -> bool;
+
+    /// Why calls cannot be served now, when the last health check found the store away:
+    /// refusing them at once beats answering from this replica's memory alone.
+    fn unavailable(&self) -> Option<A2aError>;
 }
 
 /// Where a live task's actor is: here, or on another replica of the fleet. The core asks

@@ -14,10 +14,19 @@ use crate::proto::{Message, Task};
 /// an idle task's memory is dominated by its channel.
 pub(crate) enum Command {
     Agent(Box<AgentEvent>),
-    Subscribe { reply: oneshot::Sender<Subscription> },
-    Snapshot { reply: oneshot::Sender<Arc<Task>> },
-    Cancel { reply: oneshot::Sender<Arc<Task>> },
-    Message { turn: Box<FollowUp>, reply: Reply },
+    Subscribe {
+        reply: oneshot::Sender<Subscription>,
+    },
+    Snapshot {
+        reply: oneshot::Sender<Arc<Task>>,
+    },
+    Cancel {
+        reply: oneshot::Sender<Arc<Task>>,
+    },
+    Message {
+        turn: Box<FollowUp>,
+        reply: Reply,
+    },
     /// Hibernate now if the task only waits for its client (a fleet replica draining: the
     /// task stays available on the other replicas).
     Park,

@@ -25,16 +25,39 @@ pub(super) enum Flushed {
     Lost,
 }
 
-/// Unwritten events of one task, and the fleet they go to.
+/// An answer to a caller, held until the state it reflects is in the store.
+pub(super) type Deferred = Box<dyn FnOnce() + Send>;
+
+/// Unwritten events of one task, the fleet they go to, and the answers waiting for them.
 pub(super) struct Journal {
     fleet: Arc<dyn Fleet>,
     pending: Vec<Arc<TaskEvent>>,
+    /// Answers to callers (a new task's id, a cancel, a settled turn) held until the store has
+    /// what they say: a client that goes on to another replica must find it there.
+    deferred: Vec<Deferred>,
 }
 
 impl Journal {
     /// An empty journal writing to `fleet`.
     pub(super) fn new(fleet: Arc<dyn Fleet>) -> Self {
-        Self { fleet, pending: Vec::new() }
+        Self { fleet, pending: Vec::new(), deferred: Vec::new() }
+    }
+
+    /// Holds an answer until the next write.
+    pub(super) fn defer(&mut self, answer: Deferred) {
+        self.deferred.push(answer);
+    }
+
+    /// Whether answers wait for a write.
+    pub(super) fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
+    /// Sends every held answer (after a write, or when the actor ends either way).
+    pub(super) fn answer_all(&mut self) {
+        for answer in self.deferred.drain(..) {
+            answer();
+        }
     }
 
     /// Notes an event the actor just published.

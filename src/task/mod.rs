@@ -7,6 +7,7 @@ pub mod handle;
 mod journal;
 pub mod log;
 mod metrics;
+mod phase;
 pub mod registry;
 pub(crate) mod rules;
 pub mod spawn;

@@ -8,10 +8,11 @@ use std::task::Poll;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::{Phase, Starter, TaskActor};
+use super::actor::TaskActor;
 use super::execution::Executions;
 use super::handle::{Answer, Reply, Started, TaskHandle};
 use super::metrics::{TaskMetrics, track_state};
+use super::phase::{Phase, Starter};
 use super::{TaskEnv, state_of};
 use crate::agent::RequestContext;
 use crate::call::Owner;

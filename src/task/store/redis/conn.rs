@@ -104,6 +104,11 @@ impl Redis {
         self.shared.clone()
     }
 
+    /// The address(es), for messages.
+    pub fn address(&self) -> String {
+        self.target.address()
+    }
+
     /// The timeouts in force.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts

@@ -88,6 +88,11 @@ impl RedisStore {
         Ok(Self { redis, keys: Keys::new(&options.prefix), retention: options.retention })
     }
 
+    /// Where the store is, for messages (host and port, never credentials).
+    pub fn address(&self) -> String {
+        self.redis.address()
+    }
+
     /// Checks Redis answers now (for readiness).
     pub async fn ping(&self) -> Result<(), A2aError> {
         self.redis.query::<String>("ping", &redis::cmd("PING")).await.map(drop)
