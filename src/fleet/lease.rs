@@ -72,8 +72,7 @@ impl Inner {
             return Ok(());
         }
         let outcome = self.end_orphan(task_id).await;
-        let _ = self.store.unmark_owned(task_id).await;
-        let _ = self.store.release_lease(task_id, &self.replica).await;
+        let _ = self.store.disown(task_id, &self.replica).await;
         outcome
     }
 

@@ -28,11 +28,11 @@ use tokio::sync::oneshot;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::TaskEnv;
 use crate::task::fleet::{Fleet, Forward, Forwarded};
 use crate::task::handle::Subscription;
 use crate::task::log::{EventLog, SubscriberCount};
 use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
+use crate::task::{TaskEnv, is_terminal, state_of};
 
 /// How a replica takes part in the fleet.
 #[derive(Debug, Clone)]
@@ -118,18 +118,12 @@ impl Inner {
     }
 
     async fn claim(&self, task_id: &str) -> Result<bool, A2aError> {
-        if !self.store.acquire_lease(task_id, &self.replica, self.settings.lease).await? {
+        if !self.store.claim(task_id, &self.replica, self.settings.lease).await? {
             return Ok(false);
         }
-        let newly = {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            let newly = held.insert(task_id.to_owned());
-            metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
-            newly
-        };
-        if newly {
-            self.store.mark_owned(&[task_id.to_owned()], self.settings.lease).await?;
-        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(task_id.to_owned());
+        metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
         Ok(true)
     }
 
@@ -154,15 +148,14 @@ impl Fleet for RedisFleet {
 
     async fn release(&self, task_id: &str) {
         let inner = &self.0;
-        {
+        let held = {
             let mut held = inner.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.remove(task_id);
+            let was = held.remove(task_id);
             metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
-        }
-        if let Err(error) = inner.store.unmark_owned(task_id).await {
-            tracing::warn!(%task_id, %error, "could not take the task out of the watched set");
-        }
-        if let Err(error) = inner.store.release_lease(task_id, &inner.replica).await {
+            was
+        };
+        // A task that never took a lease (it finished within its first write) has none to give.
+        if held && let Err(error) = inner.store.disown(task_id, &inner.replica).await {
             tracing::warn!(%task_id, %error, "could not release the task's lease (it expires by itself)");
         }
     }
@@ -177,17 +170,22 @@ impl Fleet for RedisFleet {
         task: &Task,
         first_seq: u64,
         events: Vec<Bytes>,
+        reindex: bool,
     ) -> Result<bool, A2aError> {
         let inner = &self.0;
-        if !inner.holds(&task.id) && !inner.claim(&task.id).await? {
+        // A new task that is over by its first write was never visible to anyone else (its id
+        // is fresh and its caller waits for this write): it needs no lease, and the script's
+        // seq check still refuses any other writer.
+        let unowned_finish = first_seq == 1 && is_terminal(state_of(task.status.as_ref()));
+        if !unowned_finish && !inner.holds(&task.id) && !inner.claim(&task.id).await? {
             return Ok(false);
         }
         let last_seq = first_seq + events.len() as u64 - 1;
         for _ in 0..2 {
-            let appended = inner
-                .store
-                .append_batch(owner, task, first_seq, &events, inner.bounds(), &inner.replica)
-                .await?;
+            let lease = if inner.holds(&task.id) { inner.replica.as_str() } else { "" };
+            let bounds = inner.bounds();
+            let appended =
+                inner.store.append_batch(owner, task, first_seq, &events, bounds, lease, reindex).await?;
             match appended {
                 Ok(()) => return Ok(true),
                 // The lease lapsed with nobody taking it (a slow renewal, a Redis restart): take

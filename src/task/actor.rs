@@ -248,9 +248,11 @@ impl TaskActor {
         if self.dirty == Dirty::Clean {
             return;
         }
-        // The stored Task never runs ahead of the stored events (see `journal`).
-        if !self.flush().await {
-            return;
+        // In a fleet the journal's write carries the Task too (never ahead of its events); a
+        // change without an event (a follow-up message in the history) still needs a save.
+        match self.flush().await {
+            Some(false) => {}
+            Some(true) | None => return,
         }
         match self.env.store.save(&self.handle.owner, self.task.clone()).await {
             Ok(()) => self.dirty = Dirty::Clean,
@@ -260,23 +262,31 @@ impl TaskActor {
         }
     }
 
-    /// Writes the journal's pending events to the fleet's store; whether they all are. When
-    /// another replica owns the task now, the actor stops ([`Phase::Lost`]).
-    async fn flush(&mut self) -> bool {
+    /// Writes the journal's pending events, with the Task after them, to the fleet's store
+    /// (and its place in ListTasks when the state changed); whether it wrote anything, `None`
+    /// when writing failed. When another replica owns the task now, the actor stops
+    /// ([`Phase::Lost`]).
+    async fn flush(&mut self) -> Option<bool> {
         let Some(journal) = &mut self.journal else {
-            return true;
+            return Some(false);
         };
-        match journal.flush(&self.handle.owner, &self.task).await {
-            Ok(Flushed::Done) => true,
+        let reindex = self.dirty == Dirty::State;
+        match journal.flush(&self.handle.owner, &self.task, reindex).await {
+            Ok(Flushed::Done { wrote }) => {
+                if wrote {
+                    self.dirty = Dirty::Clean;
+                }
+                Some(wrote)
+            }
             Ok(Flushed::Lost) => {
                 tracing::error!(task_id = %self.task.id, "another replica took this task over; stopping its actor here");
                 self.executions.abort_all();
                 self.phase = Phase::Lost;
-                false
+                None
             }
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "writing the task's events to the store failed");
-                false
+                None
             }
         }
     }

@@ -57,7 +57,8 @@ pub trait Fleet: Send + Sync + 'static {
     async fn stored(&self, owner: &Owner, task_id: &str) -> Result<Option<(Arc<Task>, u64)>, A2aError>;
 
     /// Writes `events` (encoded, numbered from `first_seq`) and `task`, the Task after them, in
-    /// one atomic step, so that a reader on any replica joins exactly. `Ok(false)`: this
+    /// one atomic step, so that a reader on any replica joins exactly; with `reindex`, also
+    /// moves the task to its new place in ListTasks (its status changed). `Ok(false)`: this
     /// replica no longer owns the task (its lease went to another); the actor must stop.
     async fn append(
         &self,
@@ -65,6 +66,7 @@ pub trait Fleet: Send + Sync + 'static {
         task: &Task,
         first_seq: u64,
         events: Vec<Bytes>,
+        reindex: bool,
     ) -> Result<bool, A2aError>;
 
     /// Follows a task owned by another replica (or by none): the Task, then every event after

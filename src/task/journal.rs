@@ -19,8 +19,11 @@ const BATCH: usize = 64;
 
 /// What happened to a flush.
 pub(super) enum Flushed {
-    /// The store holds every event so far.
-    Done,
+    /// The store holds every event so far; `wrote`: this flush wrote some (with the Task).
+    Done {
+        /// Whether there was anything to write.
+        wrote: bool,
+    },
     /// Another replica owns the task now: this actor must stop writing, and stop.
     Lost,
 }
@@ -75,19 +78,25 @@ impl Journal {
         self.pending.is_empty()
     }
 
-    /// Writes the pending events with `task`, the Task after the last of them. On a store
-    /// error the events stay pending, to be written with the next flush.
-    pub(super) async fn flush(&mut self, owner: &Owner, task: &Task) -> Result<Flushed, A2aError> {
+    /// Writes the pending events with `task`, the Task after the last of them (and, with
+    /// `reindex`, its place in ListTasks). On a store error the events stay pending, to be
+    /// written with the next flush.
+    pub(super) async fn flush(
+        &mut self,
+        owner: &Owner,
+        task: &Task,
+        reindex: bool,
+    ) -> Result<Flushed, A2aError> {
         let Some(first) = self.pending.first() else {
-            return Ok(Flushed::Done);
+            return Ok(Flushed::Done { wrote: false });
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
-        if !self.fleet.append(owner, task, first_seq, events).await? {
+        if !self.fleet.append(owner, task, first_seq, events, reindex).await? {
             return Ok(Flushed::Lost);
         }
         self.pending.clear();
-        Ok(Flushed::Done)
+        Ok(Flushed::Done { wrote: true })
     }
 
     /// The fleet, for the lease.

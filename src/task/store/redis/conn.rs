@@ -32,6 +32,14 @@ impl Default for Timeouts {
 /// concurrent blocked readers should not pin sockets forever).
 const MAX_IDLE_BLOCKING: usize = 32;
 
+/// One call of [`Redis::together`]: a script (with its invocation) or a plain command.
+pub enum Part<'a> {
+    /// A Lua script; the script itself is there to load it when Redis does not know it.
+    Script(&'a redis::Script, redis::ScriptInvocation<'a>),
+    /// A command.
+    Cmd(Cmd),
+}
+
 /// A connection of either topology; cheap to clone (clones share the socket).
 #[derive(Clone)]
 pub enum Conn {
@@ -120,6 +128,45 @@ impl Redis {
         self.run(op, self.timeouts.command, async move { cmd.query_async(&mut conn).await }).await
     }
 
+    /// Runs `parts` in one round trip and returns their replies in order: as one pipeline on
+    /// a single node (loading a script Redis does not know yet, then running it again), or
+    /// side by side on a cluster, whose pipelines cannot cross slots.
+    pub async fn together(&self, op: &'static str, parts: Vec<Part<'_>>) -> Result<Vec<Value>, A2aError> {
+        let limit = self.timeouts.command;
+        if matches!(self.shared, Conn::Cluster(_)) {
+            let calls = parts.into_iter().map(|part| {
+                let mut conn = self.conn();
+                async move {
+                    match part {
+                        Part::Script(_, invocation) => invocation.invoke_async::<Value>(&mut conn).await,
+                        Part::Cmd(cmd) => cmd.query_async::<Value>(&mut conn).await,
+                    }
+                }
+            });
+            return self.run(op, limit, futures::future::try_join_all(calls)).await;
+        }
+        let mut pipe = redis::pipe();
+        for part in &parts {
+            match part {
+                Part::Script(_, invocation) => pipe.invoke_script(invocation),
+                Part::Cmd(cmd) => pipe.add_command(cmd.clone()),
+            };
+        }
+        let mut conn = self.conn();
+        let first = tokio::time::timeout(limit, pipe.query_async::<Vec<Value>>(&mut conn)).await;
+        match first {
+            Ok(Err(error)) if is_noscript(&error) => {
+                for part in &parts {
+                    if let Part::Script(script, _) = part {
+                        self.run(op, limit, script.load_async(&mut conn)).await?;
+                    }
+                }
+                self.run(op, limit, pipe.query_async(&mut conn)).await
+            }
+            _ => self.run(op, limit, async { first.unwrap_or_else(|_| Err(timed_out())) }).await,
+        }
+    }
+
     /// Awaits one round trip within `limit`, counting it, and maps failures to UNAVAILABLE.
     pub async fn run<T>(
         &self,
@@ -200,4 +247,16 @@ async fn open(target: &RedisTarget, timeouts: Timeouts, shared: bool) -> RedisRe
             Ok(Conn::Cluster(builder.build()?.get_async_connection().await?))
         }
     }
+}
+
+/// Whether Redis refused a script call because it does not know the script (anywhere in a
+/// pipeline's replies).
+fn is_noscript(error: &redis::RedisError) -> bool {
+    let text = error.to_string();
+    text.contains("NoScript") || text.contains("NOSCRIPT")
+}
+
+/// The error a timed-out first try of a pipeline stands for (its time is counted again).
+fn timed_out() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, "no answer within the command timeout"))
 }

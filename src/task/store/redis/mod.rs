@@ -35,7 +35,7 @@ pub use conn::Timeouts;
 pub use fleet::{EventBatch, Fenced, StreamBounds};
 pub use replica::Orphan;
 
-use self::conn::Redis;
+use self::conn::{Part, Redis};
 use self::keys::{Keys, encode, owner_id, position};
 use super::url::{RedisTarget, StoreUrl};
 use super::{Retention, TaskPage, TaskQuery, TaskStore, status_nanos};
@@ -98,8 +98,9 @@ impl RedisStore {
         self.redis.query::<String>("ping", &redis::cmd("PING")).await.map(drop)
     }
 
-    /// Runs a task-writing script's follow-up: the owner's index entries, then (the first time
-    /// the task is seen finished) the retention bookkeeping.
+    /// Runs a task-writing script's follow-up in one round trip: the owner's index entries
+    /// and (the first time the task is seen finished) the retention bookkeeping; then drops
+    /// whatever retention no longer keeps.
     async fn indexed(&self, oid: &str, task: &Task, newly_finished: bool) -> Result<(), A2aError> {
         let mut index = scripts::INDEX.prepare_invoke();
         index
@@ -110,27 +111,45 @@ impl RedisStore {
             .arg(position(status_nanos(task)))
             .arg(state_of(task.status.as_ref()) as i32)
             .arg(encode(&task.context_id));
-        let mut conn = self.redis.conn();
-        let limit = self.redis.timeouts().command;
-        self.redis.run("index", limit, index.invoke_async::<i64>(&mut conn)).await?;
+        let mut parts = vec![Part::Script(&scripts::INDEX, index)];
         if newly_finished {
             let member = format!("{oid}/{}", task.id);
-            let add = redis::cmd("ZADD").arg(self.keys.finished()).arg(now_ms()).arg(member).to_owned();
-            self.redis.query::<i64>("finished", &add).await?;
-            self.evict().await?;
+            parts.push(Part::Cmd(
+                redis::cmd("ZADD").arg(self.keys.finished()).arg(now_ms()).arg(member).to_owned(),
+            ));
+            let mut expired = scripts::EXPIRED.prepare_invoke();
+            self.expired_args(&mut expired);
+            parts.push(Part::Script(&scripts::EXPIRED, expired));
         }
-        Ok(())
+        let replies = self.redis.together("index", parts).await?;
+        match replies.get(2) {
+            Some(members) => {
+                let members: Vec<String> = redis::from_redis_value(members.clone())
+                    .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
+                self.drop_expired(members).await
+            }
+            None => Ok(()),
+        }
     }
 
     /// Removes the finished tasks retention no longer keeps (by count and age); their keys
     /// would expire by themselves, but their index entries would not.
     async fn evict(&self) -> Result<(), A2aError> {
-        let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
         let mut expired = scripts::EXPIRED.prepare_invoke();
-        expired.key(self.keys.finished()).arg(cutoff).arg(self.retention.max_finished).arg(256);
+        self.expired_args(&mut expired);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         let members: Vec<String> = self.redis.run("expired", limit, expired.invoke_async(&mut conn)).await?;
+        self.drop_expired(members).await
+    }
+
+    fn expired_args(&self, expired: &mut redis::ScriptInvocation<'_>) {
+        let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
+        expired.key(self.keys.finished()).arg(cutoff).arg(self.retention.max_finished).arg(256);
+    }
+
+    /// Deletes the keys and index entries of finished tasks retention let go.
+    async fn drop_expired(&self, members: Vec<String>) -> Result<(), A2aError> {
         for member in members {
             if let Some((oid, task_id)) = member.split_once('/') {
                 let keys = [self.keys.task(task_id), self.keys.events(task_id), self.keys.push(task_id)];

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::conn::Part;
 use super::fleet::{Fenced, StreamBounds};
 use super::keys::owner_id;
 use super::{RedisStore, decode_task, millis, now_ms, scripts};
@@ -31,9 +32,10 @@ pub struct Orphan {
 
 impl RedisStore {
     /// Appends `events` (consecutive, from `first_seq`) and stores `task`, the Task after the
-    /// last of them, in one atomic step, as [`RedisStore::append`] does for one event. The
-    /// owner's index is not touched: the caller saves the task when its place in ListTasks
-    /// changes (a status update), which indexes it.
+    /// last of them, in one atomic step, as [`RedisStore::append`] does for one event; checks
+    /// the lease names `lease` unless it is empty. With `reindex` (the status changed), the
+    /// owner's index follows in one more round trip; a finished task is always reindexed.
+    #[allow(clippy::too_many_arguments)]
     pub async fn append_batch(
         &self,
         owner: &Owner,
@@ -42,10 +44,12 @@ impl RedisStore {
         events: &[Bytes],
         bounds: StreamBounds,
         lease: &str,
+        reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease).await
+        self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease, reindex).await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn append_batch_as(
         &self,
         oid: &str,
@@ -54,6 +58,7 @@ impl RedisStore {
         events: &[Bytes],
         bounds: StreamBounds,
         lease: &str,
+        reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, oid);
         let mut append = scripts::APPEND_BATCH.prepare_invoke();
@@ -73,8 +78,9 @@ impl RedisStore {
             self.redis.run("append", limit, append.invoke_async(&mut conn)).await?;
         Ok(match outcome.as_str() {
             "ok" => {
-                if detail == "1" {
-                    self.indexed(oid, task, true).await?;
+                let newly_finished = detail == "1";
+                if reindex || newly_finished {
+                    self.indexed(oid, task, newly_finished).await?;
                 }
                 Ok(())
             }
@@ -125,6 +131,39 @@ impl RedisStore {
         let reply: Option<Entries> = self.redis.blocking("read_inbox", block, &cmd).await?;
         let entries = reply.into_iter().flatten().flat_map(|(_, entries)| entries);
         Ok(entries.map(|(id, fields)| (id, fields.into_iter().nth(1).unwrap_or_default())).collect())
+    }
+
+    /// Takes the task's lease for `replica` (or extends it, if it holds it) and notes its
+    /// expiry in the watched set, in one round trip; `false` if another replica holds it.
+    pub async fn claim(&self, task_id: &str, replica: &str, lease: Duration) -> Result<bool, A2aError> {
+        let mut acquire = scripts::ACQUIRE.prepare_invoke();
+        acquire.key(self.keys.lease(task_id)).arg(replica).arg(millis(lease).max(1));
+        // Harmless when the lease is another's: a survivor checks the lease itself.
+        let watch =
+            redis::cmd("ZADD").arg(self.keys.live()).arg(now_ms() + millis(lease)).arg(task_id).to_owned();
+        let replies = self
+            .redis
+            .together("claim", vec![Part::Script(&scripts::ACQUIRE, acquire), Part::Cmd(watch)])
+            .await?;
+        let acquired: i64 = replies
+            .first()
+            .map(|v| redis::from_redis_value(v.clone()))
+            .transpose()
+            .map_err(|e| A2aError::Internal(format!("claim reply: {e}")))?
+            .unwrap_or(0);
+        Ok(acquired == 1)
+    }
+
+    /// Gives the task's lease up (only if `replica` holds it) and takes it out of the watched
+    /// set, in one round trip.
+    pub async fn disown(&self, task_id: &str, replica: &str) -> Result<(), A2aError> {
+        let mut release = scripts::RELEASE.prepare_invoke();
+        release.key(self.keys.lease(task_id)).arg(replica);
+        let unwatch = redis::cmd("ZREM").arg(self.keys.live()).arg(task_id).to_owned();
+        self.redis
+            .together("disown", vec![Part::Script(&scripts::RELEASE, release), Part::Cmd(unwatch)])
+            .await
+            .map(drop)
     }
 
     /// Notes (or moves) the expiry of a task's lease in the set survivors watch.
@@ -185,11 +224,6 @@ impl RedisStore {
         bounds: StreamBounds,
         lease: &str,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        let appended =
-            self.append_batch_as(&orphan.owner_id, task, orphan.seq + 1, &[event], bounds, lease).await?;
-        if appended.is_ok() {
-            self.indexed(&orphan.owner_id, task, false).await?;
-        }
-        Ok(appended)
+        self.append_batch_as(&orphan.owner_id, task, orphan.seq + 1, &[event], bounds, lease, true).await
     }
 }
