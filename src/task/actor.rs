@@ -58,12 +58,13 @@ pub(super) struct TaskActor {
 }
 
 impl TaskActor {
-    /// An actor with nothing running yet, whose next event is `last_seq + 1`.
+    /// An actor running `executions` (a new task's first message's), whose next event is
+    /// `last_seq + 1`.
     pub(super) fn new(
         env: Arc<TaskEnv>,
-        handle: TaskHandle,
-        rx: mpsc::Receiver<Command>,
+        (handle, rx): (TaskHandle, mpsc::Receiver<Command>),
         (task, last_seq): (Arc<Task>, u64),
+        executions: Executions,
         phase: Phase,
     ) -> Self {
         let log = EventLog::starting_at(handle.id.clone(), env.log_capacity, env.log_bytes, last_seq);
@@ -73,7 +74,7 @@ impl TaskActor {
             task,
             handle,
             rx,
-            executions: Executions::default(),
+            executions,
             next_exec: 1,
             settling: Vec::new(),
             phase,
@@ -81,11 +82,6 @@ impl TaskActor {
             last_active: tokio::time::Instant::now(),
             env,
         }
-    }
-
-    /// The executions a new task's first message started before its actor existed.
-    pub(super) fn set_executions(&mut self, executions: Executions) {
-        self.executions = executions;
     }
 
     /// Whether the loop goes on: the task is starting or live.

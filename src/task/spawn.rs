@@ -34,8 +34,8 @@ pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, answer: 
     let mut executions = Executions::default();
     let done = executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), answer);
     let starter = Starter { reply: Reply { answer, to }, done };
-    let mut actor = TaskActor::new(env, handle, rx, (task, 0), Phase::Starting(Box::new(starter)));
-    actor.set_executions(executions);
+    let starting = Phase::Starting(Box::new(starter));
+    let actor = TaskActor::new(env, (handle, rx), (task, 0), executions, starting);
     StartingTask { run: Box::pin(actor.run()), reply }
 }
 
@@ -74,7 +74,13 @@ pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>, seq: u64) -> Ta
         let (tx, rx) = mpsc::channel(env.channel_capacity);
         let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
         let state = state_of(task.status.as_ref());
-        let actor = TaskActor::new(env.clone(), handle.clone(), rx, (task, seq), Phase::Live);
+        let actor = TaskActor::new(
+            env.clone(),
+            (handle.clone(), rx),
+            (task, seq),
+            Executions::default(),
+            Phase::Live,
+        );
         TaskMetrics::get().revived.increment(1);
         track_state(TaskState::Unspecified, state);
         drop(tokio::spawn(actor.run()));
