@@ -6,6 +6,7 @@ error fails the check it happens in. Screenshots go to target/ui-*.png.
 Usage: browser_test.py --server target/debug/a2a-server --chromium /usr/bin/chromium
 """
 import argparse
+import json
 import re
 import sys
 
@@ -158,6 +159,30 @@ def run(tally, browser, server, shots):
         wait_state(page, "COMPLETED")
         no_horizontal_scroll(page)
         page.screenshot(path=f"{shots}/ui-task-375.png", full_page=True)
+        page.context.close()
+
+    with tally.check("a dropped stream: reopened by itself with Last-Event-ID, nothing lost or doubled"):
+        page = browser.page()
+        seen = []
+
+        def drop_first(route, request):
+            """The first subscribe ends after one (made-up) snapshot, as if the connection
+            dropped; later ones reach the server."""
+            seen.append(request.headers.get("last-event-id"))
+            if len(seen) > 1:
+                return route.continue_()
+            task_id = request.url.split("/tasks/")[1].split(":")[0]
+            snapshot = {"task": {"id": task_id, "status": {"state": "TASK_STATE_WORKING"}, "artifacts": [
+                {"artifactId": "stream", "name": "stream", "parts": [{"text": "chunk 0"}, {"text": "chunk 1"}]}]}}
+            route.fulfill(status=200, content_type="text/event-stream",
+                          body=f"id: 7\ndata: {json.dumps(snapshot)}\n\n")
+
+        page.route(re.compile(r"/tasks/[^/]+:subscribe$"), drop_first)
+        dropped = start_from_list(page, server, "stream 30 100")
+        wait_state(page, "COMPLETED")
+        assert parts(page) == [f"chunk {i}" for i in range(30)], parts(page)
+        assert seen[:2] == [None, "7"], f"Last-Event-ID of each subscribe: {seen}"
+        server_says(server, dropped, "COMPLETED")
         page.context.close()
 
     # Last: it restarts the server. The failed fetches while it is down, and its 404 for the
