@@ -133,6 +133,37 @@ def run(tally, browser, server, shots):
         server_says(server, asking, "COMPLETED")
         page.context.close()
 
+    with tally.check("push configs: a task's webhooks are listed on its page"):
+        page = browser.page()
+        waiting = start_from_list(page, server, "input")
+        wait_state(page, "INPUT_REQUIRED")
+        hook = "http://127.0.0.1:9/ui-test-hook"
+        server.get(f"/tasks/{waiting}/pushNotificationConfigs", {"url": hook, "token": "not-shown"})
+        page.reload()
+        page.wait_for_selector(f"#push-configs >> text={hook}")
+        assert "not-shown" not in page.inner_text("body"), "the page shows a webhook's token"
+        page.context.close()
+
+    with tally.check("sign in: the credential goes in a header, only when set, never in a URL"):
+        page = browser.page()
+        calls = []
+        page.on("request", lambda r: "/tasks" in r.url and calls.append((r.url, r.headers.get("authorization"))))
+        page.goto(server.url + "/ui")
+        page.click("#signin-summary")
+        page.fill("#signin-value", "s3cret-token")
+        page.click("#signin-form button[type=submit]")
+        page.reload()  # kept in this tab's session storage
+        page.wait_for_selector("#signin-summary >> text=Signed in")
+        page.wait_for_timeout(3500)  # one refresh of the list
+        assert any(auth == "Bearer s3cret-token" for _, auth in calls), calls
+        assert not any("s3cret" in url for url, _ in calls), calls
+        page.click("#signin-summary")
+        page.click("#signout")
+        calls.clear()
+        page.wait_for_timeout(3500)
+        assert calls and all(auth is None for _, auth in calls), calls
+        page.context.close()
+
     with tally.check("keyboard only: Tab to the message field, type, Enter starts a task"):
         page = browser.page()
         page.goto(server.url + "/ui")

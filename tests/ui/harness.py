@@ -33,7 +33,8 @@ class ServerProcess:
     def start(self):
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--drain-timeout-secs", "1"],
+            # --push: the page lists push configs (webhooks to loopback are refused, never sent).
+            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--drain-timeout-secs", "1", "--push"],
             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -60,8 +61,13 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+    def get(self, path, body=None):
+        """GET `path`, or POST `body` as JSON to it; (status, headers, JSON)."""
+        request = urllib.request.Request(self.url + path)
+        if body is not None:
+            request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, dict(response.headers), json.loads(response.read() or b"{}")
 
 
