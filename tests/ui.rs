@@ -8,6 +8,7 @@ use std::sync::Arc;
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::config::Config;
 use a2a_server::server::Server;
+use a2a_server::transport::http::HttpSettings;
 use a2a_server::ui::{self, UiMode};
 use clap::Parser;
 use common::*;
@@ -46,6 +47,17 @@ async fn served_on_loopback_by_default_with_a_strict_csp() {
     let missing = get(&format!("{}/ui/assets/nope.js", server.url()), "*/*").await;
     assert_eq!(missing.status(), 404);
     assert_eq!(csp(&missing), ui::CSP);
+}
+
+#[tokio::test]
+async fn served_under_the_base_path_too() {
+    let http = HttpSettings { base_path: "/a2a".into(), ..HttpSettings::default() };
+    let server = TestServer::builder().http(http).start().await;
+    for path in ["/a2a/ui", "/a2a/ui/tasks/x", "/a2a/ui/assets/app.js", "/ui/"] {
+        let response = get(&format!("{}{path}", server.url()), "text/html").await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(csp(&response), ui::CSP, "{path}");
+    }
 }
 
 #[test]
