@@ -140,6 +140,10 @@ export function taskView(main, id) {
       return;
     }
     loadPushConfigs();
+    if (TERMINAL.has(taskState(task))) {
+      connection.textContent = `Finished: ${taskState(task)}.`;
+      return;
+    }
     let lastEventId = null;
     let attempt = 0;
     while (!TERMINAL.has(taskState(task))) {
@@ -163,7 +167,12 @@ export function taskView(main, id) {
           connection.textContent = 'Task gone: the server no longer knows it (a restart with the memory store forgets tasks).';
           return;
         }
-        if (error.status) break; // refused: most likely finished meanwhile; GetTask tells.
+        if (error.reason === 'UNSUPPORTED_OPERATION') break; // finished meanwhile: GetTask tells
+        if (error.status && error.status < 500) {
+          connection.textContent = `The server refused the stream: ${errorText(error)}`;
+          return;
+        }
+        // A network failure, or 5xx (a draining server): try again.
       }
       attempt += 1;
       const delay = Math.min(500 * 2 ** (attempt - 1), MAX_BACKOFF_MS);
