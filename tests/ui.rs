@@ -94,6 +94,11 @@ async fn a_task_url_is_still_http_json_for_api_clients() {
     assert_eq!(task["id"], id.as_str(), "{task}");
     let page = get(&format!("{}/ui/tasks/{id}", server.url()), "text/html").await;
     assert_eq!(csp(&page), ui::CSP);
+    // The route takes every method: the other calls on the task still reach the binding.
+    let cancel =
+        reqwest::Client::new().post(format!("{}/ui/tasks/{id}:cancel", server.url())).send().await.unwrap();
+    let refusal: Value = cancel.json().await.unwrap();
+    assert_eq!(refusal["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE", "{refusal}");
 }
 
 #[test]

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 use tower::Layer;
@@ -124,7 +125,6 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
 /// The dashboard: the page at `/ui`, `/ui/` and `/ui/tasks/{id}`, its assets at
 /// `/ui/assets/{name}`, each also under the base path (like the bindings).
 fn ui_router(state: HttpState) -> axum::Router {
-    use axum::extract::{Path, Request, State};
     let base = state.settings.base_path.clone();
     let mut router = axum::Router::new();
     for prefix in if base.is_empty() { vec![String::new()] } else { vec![String::new(), base] } {
@@ -135,23 +135,24 @@ fn ui_router(state: HttpState) -> axum::Router {
                 &format!("{prefix}/ui/assets/{{name}}"),
                 get(|Path(name): Path<String>| async move { crate::ui::asset(&name) }),
             )
-            .route(&format!("{prefix}/ui/tasks/{{id}}"), get(ui_task_page));
-    }
-    /// A task's page for a browser; anything else is HTTP+JSON for a tenant named `ui`
-    /// (`GET /ui/tasks/{id}` is its GetTask, `…:subscribe` its SubscribeToTask).
-    async fn ui_task_page(
-        State(state): State<HttpState>,
-        Path(id): Path<String>,
-        request: Request,
-    ) -> Response {
-        let html = request
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|accept| accept.contains("text/html"));
-        if html && !id.contains(':') { crate::ui::page(1) } else { rest::handle(state, request).await }
+            .route(&format!("{prefix}/ui/tasks/{{id}}"), any(ui_task_page));
     }
     router.with_state(state)
+}
+
+/// A task's page for a browser; anything else is HTTP+JSON for a tenant named `ui`
+/// (`GET /ui/tasks/{id}` is its GetTask, `…:subscribe` its SubscribeToTask).
+async fn ui_task_page(State(state): State<HttpState>, Path(id): Path<String>, request: Request) -> Response {
+    let html = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if html && request.method() == axum::http::Method::GET && !id.contains(':') {
+        crate::ui::page(1)
+    } else {
+        rest::handle(state, request).await
+    }
 }
 
 /// 200 until shutdown begins, then 503, so a load balancer stops sending new calls.
