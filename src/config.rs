@@ -15,6 +15,7 @@ use crate::push::ssrf::Policy;
 use crate::push::{PushEvents, PushSettings};
 use crate::task::store::{RedisOptions, Retention};
 use crate::transport::http::HttpSettings;
+use crate::ui::UiMode;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
 #[derive(Debug, Clone, Parser)]
@@ -149,6 +150,10 @@ pub struct Config {
     #[arg(long = "cors-origin", env = "A2A_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Serve the dashboard at `/ui`: `auto` only when the HTTP listener is on loopback.
+    #[arg(long, env = "A2A_UI", value_enum, default_value_t = UiMode::Auto)]
+    pub ui: UiMode,
+
     /// Enable push notifications (webhooks); the card then declares them.
     #[arg(long, env = "A2A_PUSH")]
     pub push: bool,
@@ -268,6 +273,11 @@ macro_rules! cli_values {
 cli_values!(PushEvents {
     All => "all": "Every status and artifact update",
     State => "state": "Status updates only",
+});
+cli_values!(UiMode {
+    Auto => "auto": "Only when the HTTP listener is on a loopback address",
+    On => "on": "Always",
+    Off => "off": "Never",
 });
 cli_values!(InputFormat {
     Text => "text": "The message's text parts, joined with newlines, ending with a newline",

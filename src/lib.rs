@@ -26,6 +26,7 @@
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded; it hears of
 //!   events as the task layer's [`task::EventObserver`].
 //! - [`card`]: building and validating the Agent Card from flags or a file.
+//! - [`ui`]: the `/ui` dashboard, HTML, CSS and JavaScript modules compiled in (`ui/assets/`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.
 //! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
 //!   `otel`): those spans exported over OTLP.
@@ -67,3 +68,4 @@ pub mod server;
 pub mod task;
 pub mod telemetry;
 pub mod transport;
+pub mod ui;

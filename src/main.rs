@@ -127,7 +127,8 @@ async fn run(config: Config) -> Result<(), BoxError> {
         .card_facts(facts)
         .settings(settings)
         .http(config.http_settings())
-        .cors_origins(config.cors_origins.clone());
+        .cors_origins(config.cors_origins.clone())
+        .ui(config.ui);
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
     }

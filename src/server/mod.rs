@@ -44,6 +44,7 @@ use crate::proto::AgentCard;
 use crate::task::fleet::Fleet;
 use crate::task::store::{MemoryStore, Retention, TaskStore};
 use crate::transport::http::HttpSettings;
+use crate::ui::UiMode;
 
 /// A server to start around an agent: every setting has a default, so only what differs is
 /// said. Everything runs on the listener given to [`Server::start`] unless an HTTP listener of
@@ -58,6 +59,7 @@ pub struct Server {
     fleet: Option<Arc<dyn Fleet>>,
     http: HttpSettings,
     cors_origins: Vec<String>,
+    ui: UiMode,
     http_listener: Option<TcpListener>,
     shutdown: Option<BoxFuture<'static, ()>>,
 }
@@ -83,6 +85,7 @@ impl Server {
             fleet: None,
             http: HttpSettings::default(),
             cors_origins: Vec::new(),
+            ui: UiMode::Auto,
             http_listener: None,
             shutdown: None,
         }
@@ -129,6 +132,13 @@ impl Server {
     /// Origins allowed by CORS (`*` for any); none (the default) turns CORS off.
     pub fn cors_origins(mut self, origins: Vec<String>) -> Self {
         self.cors_origins = origins;
+        self
+    }
+
+    /// Whether to serve the dashboard at `/ui` (default [`UiMode::Auto`]: only when the HTTP
+    /// listener is on loopback).
+    pub fn ui(mut self, mode: UiMode) -> Self {
+        self.ui = mode;
         self
     }
 
@@ -179,7 +189,8 @@ impl Server {
             Some(fleet) => Core::in_fleet(self.agent, store, fleet, settings),
             None => Core::new(self.agent, store, settings),
         });
-        let options = Options { card, http: self.http, cors_origins: self.cors_origins };
+        let ui = self.ui.enabled(http_addr);
+        let options = Options { card, http: self.http, cors_origins: self.cors_origins, ui };
         let app = app(core.clone(), options).await?;
         let (health, ready) = (app.health.clone(), app.ready.clone());
         if let Some(fleet) = core.fleet() {

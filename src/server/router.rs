@@ -1,13 +1,14 @@
 //! The routes: the A2A gRPC service (and grpc-web) with reflection and health, and the HTTP
-//! side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes, metrics), with the fallback and CORS
-//! around them, for one port or two.
+//! side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes, metrics, the `/ui` dashboard), with
+//! the fallback and CORS around them, for one port or two.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 use tower::Layer;
@@ -31,6 +32,8 @@ pub struct Options {
     pub http: HttpSettings,
     /// Origins allowed by CORS (`*` for any); empty turns CORS off.
     pub cors_origins: Vec<String>,
+    /// Serve the dashboard at `/ui` (already decided from the mode and the listener).
+    pub ui: bool,
 }
 
 /// The assembled routes, and the switches shutdown flips.
@@ -78,7 +81,10 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         settings: options.http,
         card: Arc::new(CardService::new(options.card, SystemTime::now())),
     };
-    let http = http_router(state.clone(), ready.clone());
+    let mut http = http_router(state.clone(), ready.clone());
+    if options.ui {
+        http = http.merge(ui_router(state.clone()));
+    }
     let cors = cors_layer(&options.cors_origins)?;
     Ok(App { grpc, http, health, ready, state, cors })
 }
@@ -114,6 +120,39 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
         .route("/readyz", get(move || async move { readyz(&ready) }))
         .route("/metrics", get(move || async move { metrics(&core) }))
         .with_state(state)
+}
+
+/// The dashboard: the page at `/ui`, `/ui/` and `/ui/tasks/{id}`, its assets at
+/// `/ui/assets/{name}`, each also under the base path (like the bindings).
+fn ui_router(state: HttpState) -> axum::Router {
+    let base = state.settings.base_path.clone();
+    let mut router = axum::Router::new();
+    for prefix in if base.is_empty() { vec![String::new()] } else { vec![String::new(), base] } {
+        router = router
+            .route(&format!("{prefix}/ui"), get(|| async { crate::ui::page(-1) }))
+            .route(&format!("{prefix}/ui/"), get(|| async { crate::ui::page(0) }))
+            .route(
+                &format!("{prefix}/ui/assets/{{name}}"),
+                get(|Path(name): Path<String>| async move { crate::ui::asset(&name) }),
+            )
+            .route(&format!("{prefix}/ui/tasks/{{id}}"), any(ui_task_page));
+    }
+    router.with_state(state)
+}
+
+/// A task's page for a browser; anything else is HTTP+JSON for a tenant named `ui`
+/// (`GET /ui/tasks/{id}` is its GetTask, `…:subscribe` its SubscribeToTask).
+async fn ui_task_page(State(state): State<HttpState>, Path(id): Path<String>, request: Request) -> Response {
+    let html = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if html && request.method() == axum::http::Method::GET && !id.contains(':') {
+        crate::ui::page(1)
+    } else {
+        rest::handle(state, request).await
+    }
 }
 
 /// 200 until shutdown begins, then 503, so a load balancer stops sending new calls.
