@@ -153,18 +153,20 @@ impl RedisStore {
         for member in members {
             if let Some((oid, task_id)) = member.split_once('/') {
                 let keys = [self.keys.task(task_id), self.keys.events(task_id), self.keys.push(task_id)];
-                self.redis.query::<i64>("evict", redis::cmd("DEL").arg(&keys)).await?;
-                self.unindex(oid, task_id, "").await?;
+                let delete = redis::cmd("DEL").arg(&keys).to_owned();
+                let unindex = Part::Script(&scripts::UNINDEX, self.unindex_invocation(oid, task_id, ""));
+                self.redis.together("evict", vec![Part::Cmd(delete), unindex]).await?;
             }
-            self.redis
-                .query::<i64>("evict", redis::cmd("ZREM").arg(self.keys.finished()).arg(&member))
-                .await?;
         }
         Ok(())
     }
 
-    /// Takes a task out of its owner's indexes (only from `expected_position` if not empty).
-    async fn unindex(&self, oid: &str, task_id: &str, expected_position: &str) -> Result<(), A2aError> {
+    fn unindex_invocation<'a>(
+        &self,
+        oid: &str,
+        task_id: &str,
+        expected_position: &str,
+    ) -> redis::ScriptInvocation<'a> {
         let mut unindex = scripts::UNINDEX.prepare_invoke();
         unindex
             .key(self.keys.owner_index(oid))
@@ -172,6 +174,12 @@ impl RedisStore {
             .arg(self.keys.context_index_prefix(oid))
             .arg(task_id)
             .arg(expected_position);
+        unindex
+    }
+
+    /// Takes a task out of its owner's indexes (only from `expected_position` if not empty).
+    async fn unindex(&self, oid: &str, task_id: &str, expected_position: &str) -> Result<(), A2aError> {
+        let unindex = self.unindex_invocation(oid, task_id, expected_position);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         self.redis.run("unindex", limit, unindex.invoke_async::<i64>(&mut conn)).await.map(drop)

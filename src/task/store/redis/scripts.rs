@@ -185,7 +185,8 @@ return 1
 });
 
 /// The finished tasks retention removes now: the oldest, as many as are over the count or
-/// older than the cutoff, at most a batch. KEYS: finished. ARGV: cutoff ms, max count, batch.
+/// older than the cutoff, at most a batch; taken out of the set in the same step, so callers
+/// evicting at once each get other tasks. KEYS: finished. ARGV: cutoff ms, max count, batch.
 pub static EXPIRED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -193,7 +194,9 @@ local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
 local old = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
 local n = math.min(math.max(over, old), tonumber(ARGV[3]))
 if n <= 0 then return {} end
-return redis.call('ZRANGE', KEYS[1], 0, n - 1)
+local members = redis.call('ZRANGE', KEYS[1], 0, n - 1)
+redis.call('ZREM', KEYS[1], unpack(members))
+return members
 ",
     )
 });
