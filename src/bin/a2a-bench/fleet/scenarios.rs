@@ -156,7 +156,10 @@ pub async fn event_latency(cluster: &Cluster<'_>, l: &LatencyParams) -> Result<M
     let cpu = cpu.elapsed();
     let emitted = (l.events + 2) as f64; // WORKING, E chunks, COMPLETED
     let redis = match (cluster.probe, mark) {
-        (Some(probe), Some(mark)) => Some(probe.finish(&mark, emitted, Per::Event, "paced stream").await?),
+        (Some(probe), Some(mark)) => {
+            let what = if l.delay_ms == 0 { "burst" } else { "paced stream" };
+            Some(probe.finish(&mark, emitted, Per::Event, what).await?)
+        }
         _ => None,
     };
     let seen: Vec<Receipts> = joined
