@@ -124,6 +124,24 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
 
+    /// Run the fleet scenarios: start a `redis-server` on a free loopback port (persistence off)
+    /// and N replicas of --spawn-server on it (`--store redis://…`, a prefix of their own), plus
+    /// one memory-mode server to compare with. Needs N ≥ 2.
+    #[arg(long, value_name = "N", requires = "spawn_server", conflicts_with_all = ["baseline", "server_pid"])]
+    pub fleet: Option<usize>,
+
+    /// fleet: the redis-server binary to start.
+    #[arg(long, value_name = "PATH", default_value = "redis-server")]
+    pub redis_server: String,
+
+    /// fleet-event-latency: chunks the owner emits [default: 1000; quick: 50].
+    #[arg(long)]
+    pub fleet_events: Option<u64>,
+
+    /// fleet-event-latency: milliseconds between chunks (0: a burst).
+    #[arg(long, default_value_t = 2)]
+    pub fleet_event_ms: u64,
+
     /// Limit on each phase of a scenario, in seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout_secs: u64,
@@ -152,6 +170,21 @@ pub enum Scenario {
     Hibernate,
     /// Webhook delivery (our server only; not part of the default set, as it turns push on).
     Push,
+    /// --fleet: SubscribeToTask on replica B of a task streaming on replica A, to its snapshot.
+    FleetFirstEvent,
+    /// --fleet: per event, receipt on another replica minus receipt on the owner.
+    FleetEventLatency,
+    /// --fleet: a burst to subscribers spread evenly over the replicas.
+    FleetFanout,
+    /// --fleet: unary SendMessage in Redis mode (1 and N replicas) against memory mode.
+    FleetUnary,
+}
+
+impl Scenario {
+    /// Whether the scenario needs --fleet (and is the only kind --fleet runs).
+    pub fn is_fleet(self) -> bool {
+        matches!(self, Self::FleetFirstEvent | Self::FleetEventLatency | Self::FleetFanout | Self::FleetUnary)
+    }
 }
 
 /// Everything the scenarios need, with --quick and the defaults resolved.
@@ -162,6 +195,27 @@ pub struct Plan {
     pub first_event: FirstEventParams,
     pub memory: MemoryParams,
     pub push: PushParams,
+    /// With --fleet.
+    pub fleet: Option<FleetParams>,
+}
+
+/// The sizes of the fleet scenarios.
+pub struct FleetParams {
+    pub replicas: usize,
+    pub redis_server: String,
+    /// SubscribeToTask samples on a followed task (warm); a fifth as many on fresh tasks (cold).
+    pub first_event_samples: usize,
+    pub latency: LatencyParams,
+    pub fanout: FanoutParams,
+    /// How long the idle fleet is watched for its background Redis commands.
+    pub idle: Duration,
+}
+
+/// fleet-event-latency: how many chunks, how fast.
+pub struct LatencyParams {
+    pub events: u64,
+    pub delay_ms: u64,
+    pub timeout: Duration,
 }
 
 impl Plan {
@@ -183,8 +237,34 @@ impl Plan {
             args.subscribers.clone()
         };
         let events = args.events.unwrap_or(choose(q, 50, 2000));
+        let fleet = args.fleet.map(|replicas| FleetParams {
+            replicas,
+            redis_server: args.redis_server.clone(),
+            first_event_samples: args.first_event_samples.unwrap_or(choose(q, 50, 1000)).max(5),
+            latency: LatencyParams {
+                events: args.fleet_events.unwrap_or(choose(q, 50, 1000)).max(1),
+                delay_ms: args.fleet_event_ms,
+                timeout,
+            },
+            fanout: FanoutParams {
+                subscribers: args.subscribers.first().copied().unwrap_or(choose(q, 30, 1000)).max(1),
+                events,
+                method: FanoutMethod::Input,
+                wait_ms: args.wait_ms,
+                streams_per_connection: spc,
+                timeout,
+            },
+            idle: Duration::from_secs_f64(choose(q, 0.5, 2.0)),
+        });
         Self {
-            scenarios: if args.scenarios.is_empty() {
+            scenarios: if args.scenarios.is_empty() && fleet.is_some() {
+                vec![
+                    Scenario::FleetFirstEvent,
+                    Scenario::FleetEventLatency,
+                    Scenario::FleetFanout,
+                    Scenario::FleetUnary,
+                ]
+            } else if args.scenarios.is_empty() {
                 vec![
                     Scenario::Unary,
                     Scenario::FanOut,
@@ -229,6 +309,7 @@ impl Plan {
                 events: choose(q, 100, 10_000),
                 queued: choose(q, 1000, 10_000),
             },
+            fleet,
         }
     }
 }

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 
 use crate::BoxError;
 use crate::driver::{Conn, Target, fresh_message, send_request, task_state, task_state_of, texts};
+use crate::fleet::{Per, Probe};
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric};
 use crate::scenarios::{connections_for, idle_task, subscribe_for_snapshot};
@@ -41,16 +42,32 @@ pub struct FanoutParams {
 /// attaching, the burst, the ends of the streams).
 pub async fn fanout(target: &Target, pid: Option<u32>, p: &FanoutParams) -> Result<Measured, BoxError> {
     let conns = target.connect_many(connections_for(p.subscribers, p.streams_per_connection)).await?;
+    let spc = p.streams_per_connection.max(1);
+    let subscribers: Vec<Conn> = (0..p.subscribers).map(|i| conns[i / spc].clone()).collect();
     let control = target.connect().await?;
+    fanout_with(&subscribers, &control, pid.as_slice(), p, None).await
+}
+
+/// [`fanout`] with subscriber i on `subscribers[i]` (a fleet spreads them over its replicas)
+/// and the task created and driven on `control`. Server CPU is summed over `pids`; with a
+/// `probe`, what Redis did during the burst (after every subscriber attached) is added.
+pub async fn fanout_with(
+    subscribers: &[Conn],
+    control: &Conn,
+    pids: &[u32],
+    p: &FanoutParams,
+    probe: Option<Probe<'_>>,
+) -> Result<Measured, BoxError> {
+    let conns = subscribers;
     let mut notes = Vec::new();
-    let mut cpu = CpuMeter::start(pid);
+    let mut cpu = CpuMeter::start_all(pids);
     let attempt = match p.method {
-        FanoutMethod::Input => fanout_once(&conns, &control, p, None).await?,
+        FanoutMethod::Input => fanout_once(conns, control, p, None, probe).await?,
         FanoutMethod::Wait => {
             let mut wait_ms = p.wait_ms.max(1);
             let mut tries = 0;
             loop {
-                let attempt = fanout_once(&conns, &control, p, Some(wait_ms)).await?;
+                let attempt = fanout_once(conns, control, p, Some(wait_ms), None).await?;
                 tries += 1;
                 let what = match &attempt.too_late {
                     None if attempt.late == 0 => break attempt,
@@ -72,7 +89,7 @@ pub async fn fanout(target: &Target, pid: Option<u32>, p: &FanoutParams) -> Resu
                 }
                 notes.push(format!("{what}; retried with WAIT {} ms", wait_ms * 4));
                 wait_ms *= 4;
-                cpu = CpuMeter::start(pid);
+                cpu = CpuMeter::start_all(pids);
             }
         }
     };
@@ -104,6 +121,10 @@ pub async fn fanout(target: &Target, pid: Option<u32>, p: &FanoutParams) -> Resu
     if let (Some(cpu), true) = (cpu, delivered > 0) {
         metrics.push(Metric::new("server CPU per event", "ns", cpu as f64 / delivered as f64, Better::Lower));
     }
+    if let Some((redis, note)) = attempt.redis {
+        metrics.extend(redis);
+        notes.push(note);
+    }
     metrics.extend([
         Metric::new("lost", "events", lost as f64, Better::Zero),
         Metric::new("reordered/dup", "events", reordered as f64, Better::Zero),
@@ -121,6 +142,8 @@ struct Attempt {
     /// With a WAIT: why a subscriber could not attach at all (the task had already ended);
     /// the attempt is then void and `reports` empty.
     too_late: Option<String>,
+    /// With a probe: Redis's rows and note for the burst.
+    redis: Option<(Vec<Metric>, String)>,
 }
 
 async fn fanout_once(
@@ -128,6 +151,7 @@ async fn fanout_once(
     control: &Conn,
     p: &FanoutParams,
     wait_ms: Option<u64>,
+    probe: Option<Probe<'_>>,
 ) -> Result<Attempt, BoxError> {
     let started = Instant::now();
     let task = match wait_ms {
@@ -138,9 +162,11 @@ async fn fanout_once(
         }
     };
     let (ack_tx, mut acks) = mpsc::unbounded_channel();
-    let spc = p.streams_per_connection.max(1);
     let mut subscribers: Vec<_> = (0..p.subscribers)
-        .map(|i| tokio::spawn(subscriber(conns[i / spc].clone(), task.id.clone(), p.events, ack_tx.clone())))
+        .map(|i| {
+            let conn = conns[i % conns.len()].clone();
+            tokio::spawn(subscriber(conn, task.id.clone(), p.events, ack_tx.clone()))
+        })
         .collect();
     drop(ack_tx);
 
@@ -168,6 +194,7 @@ async fn fanout_once(
                     attach: started.elapsed(),
                     late: 0,
                     too_late: Some(error),
+                    redis: None,
                 });
             }
             return Err(format!("attaching subscribers: {error}").into());
@@ -180,6 +207,10 @@ async fn fanout_once(
         }
     }
     let attach = started.elapsed();
+    let mark = match probe {
+        Some(probe) => Some(probe.mark().await?),
+        None => None,
+    };
     if wait_ms.is_none() {
         let text = format!("stream {} 0", p.events);
         control.send_for_task(send_request(fresh_message(&text, Some(&task.id)), true)).await?;
@@ -193,7 +224,14 @@ async fn fanout_once(
         .into_iter()
         .map(|r| r.unwrap_or_else(|e| SubReport::failed(format!("subscriber task failed: {e}"))))
         .collect();
-    Ok(Attempt { reports, attach, late, too_late: None })
+    let redis = match (probe, mark) {
+        // The burst's events: WORKING, E chunks, COMPLETED.
+        (Some(probe), Some(mark)) => {
+            Some(probe.finish(&mark, (p.events + 2) as f64, Per::Event, "burst").await?)
+        }
+        _ => None,
+    };
+    Ok(Attempt { reports, attach, late, too_late: None, redis })
 }
 
 fn abort_all<T>(tasks: &[tokio::task::JoinHandle<T>]) {
@@ -228,23 +266,25 @@ impl SubReport {
 }
 
 /// Which chunks a subscriber has seen, and in what order.
-struct Chunks {
+pub struct Chunks {
     seen: Vec<bool>,
     next: u64,
-    out_of_order: u64,
-    duplicates: u64,
-    foreign: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Items that are not `chunk K` of this burst.
+    pub foreign: u64,
 }
 
 impl Chunks {
-    fn new(total: u64) -> Self {
+    pub fn new(total: u64) -> Self {
         Self { seen: vec![false; total as usize], next: 0, out_of_order: 0, duplicates: 0, foreign: 0 }
     }
 
-    fn push(&mut self, text: &str) {
+    /// Counts one `chunk K` text; `K` if it is new.
+    pub fn push(&mut self, text: &str) -> Option<u64> {
         let Some(k) = text.strip_prefix("chunk ").and_then(|n| n.parse::<u64>().ok()) else {
             self.foreign += 1;
-            return;
+            return None;
         };
         match self.seen.get_mut(k as usize) {
             None => self.foreign += 1,
@@ -255,11 +295,13 @@ impl Chunks {
                     self.out_of_order += 1;
                 }
                 self.next = k + 1;
+                return Some(k);
             }
         }
+        None
     }
 
-    fn lost(&self) -> u64 {
+    pub fn lost(&self) -> u64 {
         self.seen.iter().filter(|s| !**s).count() as u64
     }
 }

@@ -20,6 +20,7 @@ mod baseline;
 mod cli;
 mod driver;
 mod fanout;
+mod fleet;
 mod memory;
 mod process;
 mod push;
@@ -58,7 +59,14 @@ fn main() -> ExitCode {
     };
     let result = match args.command {
         Some(Command::BaselineServer { listen }) => runtime.block_on(baseline_server(listen)).map(|_| true),
-        None => runtime.block_on(run(args)),
+        // On Ctrl-C or SIGTERM the run is dropped, and with it every server it started (each
+        // child is killed when its handle drops).
+        None => runtime.block_on(async {
+            tokio::select! {
+                result = run(args) => result,
+                signal = interrupted() => Err(format!("{signal}: stopped, and so are the servers it started").into()),
+            }
+        }),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -67,6 +75,21 @@ fn main() -> ExitCode {
             eprintln!("a2a-bench: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, naming it.
+async fn interrupted() -> &'static str {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(term) => drop(term.recv().await),
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "interrupted",
+        () = terminated => "terminated",
     }
 }
 
@@ -133,6 +156,15 @@ impl Server {
 async fn run(args: Args) -> Result<bool, BoxError> {
     let plan = Plan::from(&args);
     let binding = args.binding.to_string();
+    if plan.fleet.is_some() {
+        let mut run = RunState { repeat: args.repeat, notes: Vec::new(), ok: true, heap_used: false };
+        let rows = fleet::run(&args, &plan, &mut run).await?;
+        output(&args, &binding, rows, run.notes, fleet::COLUMNS)?;
+        return Ok(run.ok);
+    }
+    if let Some(scenario) = plan.scenarios.iter().find(|s| s.is_fleet()) {
+        return Err(format!("the scenario {scenario:?} needs --fleet N").into());
+    }
 
     let ours = match &args.spawn_server {
         Some(path) => {
@@ -205,6 +237,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 let measured = run.ours_only("hibernate", hibernate_on(&ours, p).await);
                 rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
             }
+            Scenario::FleetFirstEvent
+            | Scenario::FleetEventLatency
+            | Scenario::FleetFanout
+            | Scenario::FleetUnary => {}
             Scenario::Memory => {
                 let p = &plan.memory;
                 let params = format!("M={}", p.count);
@@ -227,6 +263,23 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         run.heap_used |= *scenario != Scenario::Memory;
     }
 
+    output(&args, &binding, rows, run.notes, report::COLUMNS)?;
+
+    ours.stop().await;
+    if let Some(baseline) = baseline {
+        baseline.stop().await;
+    }
+    Ok(run.ok)
+}
+
+/// Prints the table (and its notes) and writes the JSON document if asked.
+fn output(
+    args: &Args,
+    binding: &str,
+    rows: Vec<Row>,
+    notes: Vec<String>,
+    columns: [&'static str; 3],
+) -> Result<(), BoxError> {
     let machine = Machine::detect();
     println!();
     println!(
@@ -236,12 +289,15 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         machine.cpu_model,
         machine.kernel
     );
-    println!("ratio = ours / baseline; (↑) higher is better, (↓) lower is better, (=0) must be zero");
+    println!(
+        "ratio = {} / {}; (↑) higher is better, (↓) lower is better, (=0) must be zero",
+        columns[0], columns[1]
+    );
     println!();
-    print!("{}", report::table(&rows));
-    if !run.notes.is_empty() {
+    print!("{}", report::table_with(&rows, columns));
+    if !notes.is_empty() {
         println!();
-        for note in &run.notes {
+        for note in &notes {
             println!("note: {note}");
         }
     }
@@ -252,18 +308,15 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             command: std::env::args().collect(),
             machine,
             rows,
-            notes: run.notes,
+            notes,
+            columns,
         };
         let json = serde_json::to_string_pretty(&document)?;
         std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("a2a-bench: wrote {}", path.display());
     }
 
-    ours.stop().await;
-    if let Some(baseline) = baseline {
-        baseline.stop().await;
-    }
-    Ok(run.ok)
+    Ok(())
 }
 
 /// The baseline server, as a child process (the default: RSS of its own, a runtime of its own,

@@ -96,22 +96,31 @@ pub fn cpu_nanos(pid: u32) -> Result<u64, BoxError> {
     Ok(total)
 }
 
-/// Measures the server CPU time spent while `work` runs, when the PID is known.
+/// Measures the server CPU time spent while `work` runs, when the PID is known (for a fleet,
+/// the sum over its replicas).
 pub struct CpuMeter {
-    pid: Option<u32>,
+    pids: Vec<u32>,
     start: u64,
 }
 
 impl CpuMeter {
     pub fn start(pid: Option<u32>) -> Self {
-        let start = pid.and_then(|pid| cpu_nanos(pid).ok()).unwrap_or(0);
-        Self { pid, start }
+        Self::start_all(pid.as_slice())
+    }
+
+    /// The CPU time of all of `pids` together.
+    pub fn start_all(pids: &[u32]) -> Self {
+        let start = pids.iter().filter_map(|&pid| cpu_nanos(pid).ok()).sum();
+        Self { pids: pids.to_vec(), start }
     }
 
     /// CPU nanoseconds since `start`, if measurable.
     pub fn elapsed(&self) -> Option<u64> {
-        let now = cpu_nanos(self.pid?).ok()?;
-        Some(now.saturating_sub(self.start))
+        if self.pids.is_empty() {
+            return None;
+        }
+        let now: Result<Vec<u64>, BoxError> = self.pids.iter().map(|&pid| cpu_nanos(pid)).collect();
+        Some(now.ok()?.iter().sum::<u64>().saturating_sub(self.start))
     }
 }
 

@@ -144,9 +144,13 @@ pub fn number(value: f64) -> String {
     if value.abs() >= 100.0 { format!("{value:.0}") } else { format!("{value:.2}") }
 }
 
-/// The aligned text table.
-pub fn table(rows: &[Row]) -> String {
-    let header = ["scenario", "binding", "params", "metric", "ours", "baseline", "ours/base"];
+/// The labels of the value columns: the server measured, what it is compared with, the ratio.
+pub const COLUMNS: [&str; 3] = ["ours", "baseline", "ours/base"];
+
+/// The aligned text table, its value columns labelled `columns` (see [`COLUMNS`]).
+pub fn table_with(rows: &[Row], columns: [&str; 3]) -> String {
+    let [ours, baseline, ratio] = columns;
+    let header = ["scenario", "binding", "params", "metric", ours, baseline, ratio];
     let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
@@ -204,6 +208,8 @@ pub struct Document {
     pub machine: Machine,
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
+    /// What the rows' `ours`, `baseline` and `ratio` are (fleet mode: redis, memory, redis/mem).
+    pub columns: [&'static str; 3],
 }
 
 /// What the numbers were measured on.

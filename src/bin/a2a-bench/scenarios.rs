@@ -14,6 +14,7 @@ use prost::Message as _;
 
 use crate::BoxError;
 use crate::driver::{CALL_TIMEOUT, Conn, Sub, Target, fresh_message, send_request, task_state, user_message};
+use crate::fleet::{Per, Probe};
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric, percentile};
 
@@ -53,14 +54,37 @@ pub struct UnaryParams {
 /// With the server's PID, also the server CPU time per call: unlike requests/s, it does not
 /// depend on how much of the shared CPUs the client (or anyone else) takes.
 pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
-    let conns = target.connect_many(p.connections).await?;
-    let probe = conns[0].send(send_request(user_message("bench-probe".into(), &p.text, None), false)).await?;
-    let response_bytes = probe.encoded_len();
-    if !p.warmup.is_zero() {
-        unary_load(&conns, p.concurrency, &p.text, Stop::After(p.warmup)).await;
+    unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None).await
+}
+
+/// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and with more
+/// than one server every worker sends its successive calls round-robin over them, as a load
+/// balancer would. Server CPU is summed over `pids`; with a `probe`, Redis commands and CPU per
+/// call are added.
+pub async fn unary_spread(
+    targets: &[Target],
+    pids: &[u32],
+    p: &UnaryParams,
+    probe: Option<Probe<'_>>,
+) -> Result<Measured, BoxError> {
+    let mut conns = Vec::new();
+    for _ in 0..p.connections {
+        for target in targets {
+            conns.push(target.connect().await?);
+        }
     }
-    let (cpu, client_cpu) = (CpuMeter::start(pid), CpuMeter::start(Some(std::process::id())));
-    let load = unary_load(&conns, p.concurrency, &p.text, p.stop).await;
+    let rotate = targets.len() > 1;
+    let probe_request = send_request(user_message("bench-probe".into(), &p.text, None), false);
+    let response_bytes = conns[0].send(probe_request).await?.encoded_len();
+    if !p.warmup.is_zero() {
+        unary_load(&conns, p.concurrency, &p.text, Stop::After(p.warmup), rotate).await;
+    }
+    let mark = match probe {
+        Some(probe) => Some(probe.mark().await?),
+        None => None,
+    };
+    let (cpu, client_cpu) = (CpuMeter::start_all(pids), CpuMeter::start(Some(std::process::id())));
+    let load = unary_load(&conns, p.concurrency, &p.text, p.stop, rotate).await;
     let (cpu, client_cpu) = (cpu.elapsed(), client_cpu.elapsed());
     if load.nanos.is_empty() {
         return Err(format!(
@@ -87,6 +111,11 @@ pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result
         // The client shares the machine: what it takes, the servers cannot have.
         metrics.push(Metric::new("client CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Info));
     }
+    if let (Some(probe), Some(mark)) = (probe, mark) {
+        let (redis, note) = probe.finish(&mark, calls, Per::Call, "unary").await?;
+        metrics.extend(redis);
+        notes.push(note);
+    }
     metrics.push(Metric::new("errors", "calls", load.errors as f64, Better::Zero));
     metrics.push(Metric::new("response size", "B protobuf", response_bytes as f64, Better::Info));
     Ok(Measured { metrics, notes })
@@ -104,7 +133,9 @@ struct Load {
     elapsed: Duration,
 }
 
-async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) -> Load {
+/// `rotate`: worker w sends its i-th call on `conns[(w + i) % len]` (round-robin over servers)
+/// instead of always on `conns[w % len]`.
+async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop, rotate: bool) -> Load {
     let start = Instant::now();
     let budget = Arc::new(AtomicI64::new(match stop {
         Stop::Requests(n) => n as i64,
@@ -116,7 +147,7 @@ async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) 
     };
     let workers: Vec<_> = (0..concurrency.max(1))
         .map(|worker| {
-            let conn = conns[worker % conns.len()].clone();
+            let conns = conns.to_vec();
             let text = text.to_owned();
             let budget = budget.clone();
             tokio::spawn(async move {
@@ -131,6 +162,7 @@ async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop) 
                     }
                     let request =
                         send_request(user_message(format!("bench-{worker}-{i}"), &text, None), false);
+                    let conn = &conns[(worker + if rotate { i as usize } else { 0 }) % conns.len()];
                     let sent = Instant::now();
                     match tokio::time::timeout(UNARY_CALL_TIMEOUT, conn.send(request)).await {
                         Ok(Ok(_)) => {

@@ -81,6 +81,24 @@ impl JsonConn {
         self.decode(status, &bytes)
     }
 
+    /// CancelTask; the answer is checked for success only.
+    pub async fn cancel(&self, task_id: &str) -> Result<(), BoxError> {
+        let response = match self.flavor {
+            Flavor::JsonRpc => {
+                let body = Self::rpc("CancelTask", &serde_json::json!({ "id": task_id }))?;
+                self.call(http::Method::POST, "/", Some(body)).await?
+            }
+            Flavor::Rest => self.call(http::Method::POST, &format!("/tasks/{task_id}:cancel"), None).await?,
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
+        let failed = match self.flavor {
+            Flavor::Rest => !status.is_success(),
+            Flavor::JsonRpc => serde_json::from_slice::<Envelope>(&bytes)?.error.is_some(),
+        };
+        if failed { Err(self.error(status, &bytes)) } else { Ok(()) }
+    }
+
     /// SubscribeToTask: resolves when the server has sent the response head.
     pub async fn subscribe(&self, task_id: &str) -> Result<SseStream, BoxError> {
         let response = match self.flavor {

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::{
-    Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse,
-    SubscribeToTaskRequest, Task, TaskState, part, send_message_response,
+    CancelTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, part,
+    send_message_response,
 };
 use tonic::transport::{Channel, Endpoint};
 
@@ -123,6 +124,22 @@ impl Conn {
             }
         };
         bounded("SubscribeToTask", call).await
+    }
+}
+
+impl Conn {
+    /// CancelTask (the answer's Task is not needed).
+    pub async fn cancel(&self, task_id: &str) -> Result<(), BoxError> {
+        let call = async {
+            match self {
+                Conn::Grpc(client) => {
+                    let request = CancelTaskRequest { id: task_id.to_owned(), ..Default::default() };
+                    client.clone().cancel_task(request).await.map(drop).map_err(BoxError::from)
+                }
+                Conn::Json(conn) => conn.cancel(task_id).await,
+            }
+        };
+        bounded("CancelTask", call).await
     }
 }
 
