@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 use a2a_server::auth::{AuthFile, Authenticator, hash_hex};
 use a2a_server::core::CoreSettings;
 use a2a_server::proto::{
-    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+    AgentCard, CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
 };
 use a2a_server::push::PushSettings;
 use a2a_server::push::ssrf::Policy;
@@ -84,7 +84,7 @@ impl World {
     }
 
     fn caller(&self, binding: Binding) -> Caller {
-        Caller::new(&self.server, binding, self.channel.clone())
+        Caller::new(self.server.url(), binding, self.channel.clone())
     }
 
     fn alice(&self, binding: Binding) -> Caller {
@@ -180,7 +180,7 @@ async fn missing_wrong_and_expired_credentials_are_refused_on_every_binding() {
             }
         }
         // Every operation needs a credential, GetExtendedAgentCard included.
-        for op in every_operation("some-task", "some-config") {
+        for op in Op::every("some-task", "some-config") {
             let result = anonymous.call(&op).await;
             assert_fail(
                 &result,
@@ -304,41 +304,6 @@ async fn a_tenant_the_principal_may_not_use_is_permission_denied() {
     }
 }
 
-/// Every operation, aimed at `task_id` and its push config `config_id`.
-fn every_operation(task_id: &str, config_id: &str) -> Vec<Op> {
-    let mut follow_up = send_returning_immediately("more");
-    follow_up.message.as_mut().expect("a message").task_id = task_id.into();
-    let config = TaskPushNotificationConfig {
-        task_id: task_id.into(),
-        url: "http://127.0.0.1:9/hook".into(),
-        ..Default::default()
-    };
-    vec![
-        Op::Send(follow_up.clone()),
-        Op::SendStreaming(SendMessageRequest { configuration: None, ..follow_up }),
-        Op::Get(GetTaskRequest { id: task_id.into(), ..Default::default() }),
-        Op::List(ListTasksRequest::default()),
-        Op::Cancel(CancelTaskRequest { id: task_id.into(), ..Default::default() }),
-        Op::Subscribe(SubscribeToTaskRequest { id: task_id.into(), ..Default::default() }),
-        Op::CreatePush(config),
-        Op::GetPush(GetTaskPushNotificationConfigRequest {
-            task_id: task_id.into(),
-            id: config_id.into(),
-            ..Default::default()
-        }),
-        Op::ListPush(ListTaskPushNotificationConfigsRequest {
-            task_id: task_id.into(),
-            ..Default::default()
-        }),
-        Op::DeletePush(DeleteTaskPushNotificationConfigRequest {
-            task_id: task_id.into(),
-            id: config_id.into(),
-            ..Default::default()
-        }),
-        Op::ExtendedCard(GetExtendedAgentCardRequest::default()),
-    ]
-}
-
 /// Alice's tasks — one live (waiting for input, with a push config), one finished — and what
 /// another principal gets trying every operation on them.
 #[tokio::test]
@@ -367,7 +332,7 @@ async fn another_principal_sees_nothing_of_alices_tasks_on_any_binding() {
         // Mallory by API key, bob by JWT: two other principals, two credential kinds.
         for other in [world.caller(binding).with("X-API-Key", MALLORY_KEY), world.bearer(binding, "bob")] {
             for task_id in [&live_id, &finished_id] {
-                for op in every_operation(task_id, &config_id) {
+                for op in Op::every(task_id, &config_id) {
                     let result = other.call(&op).await;
                     let what = format!("{binding:?} {} on {task_id}", op.method());
                     match &op {

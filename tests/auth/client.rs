@@ -60,6 +60,41 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation, aimed at `task_id` and its push config `config_id`.
+    pub fn every(task_id: &str, config_id: &str) -> Vec<Op> {
+        let mut follow_up = crate::common::send_returning_immediately("more");
+        follow_up.message.as_mut().expect("a message").task_id = task_id.into();
+        let config = TaskPushNotificationConfig {
+            task_id: task_id.into(),
+            url: "http://127.0.0.1:9/hook".into(),
+            ..Default::default()
+        };
+        vec![
+            Op::Send(follow_up.clone()),
+            Op::SendStreaming(SendMessageRequest { configuration: None, ..follow_up }),
+            Op::Get(GetTaskRequest { id: task_id.into(), ..Default::default() }),
+            Op::List(ListTasksRequest::default()),
+            Op::Cancel(CancelTaskRequest { id: task_id.into(), ..Default::default() }),
+            Op::Subscribe(SubscribeToTaskRequest { id: task_id.into(), ..Default::default() }),
+            Op::CreatePush(config),
+            Op::GetPush(GetTaskPushNotificationConfigRequest {
+                task_id: task_id.into(),
+                id: config_id.into(),
+                ..Default::default()
+            }),
+            Op::ListPush(ListTaskPushNotificationConfigsRequest {
+                task_id: task_id.into(),
+                ..Default::default()
+            }),
+            Op::DeletePush(DeleteTaskPushNotificationConfigRequest {
+                task_id: task_id.into(),
+                id: config_id.into(),
+                ..Default::default()
+            }),
+            Op::ExtendedCard(GetExtendedAgentCardRequest::default()),
+        ]
+    }
+
     pub fn method(&self) -> &'static str {
         match self {
             Op::Send(_) => "SendMessage",
@@ -134,8 +169,9 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn new(server: &crate::common::TestServer, binding: Binding, channel: Channel) -> Self {
-        Self { binding, base: server.url(), channel, http: reqwest::Client::new(), credential: None }
+    /// A caller of the server at `base` (`http://IP:PORT`), gRPC over `channel`.
+    pub fn new(base: String, binding: Binding, channel: Channel) -> Self {
+        Self { binding, base, channel, http: reqwest::Client::new(), credential: None }
     }
 
     /// The same caller with `header: value` on every call.
