@@ -376,3 +376,44 @@ async fn another_principal_sees_nothing_of_alices_tasks_on_any_binding() {
     let canceled = world.alice(Binding::JsonRpc).call(&cancel).await.expect("canceled");
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
 }
+
+/// CPU time of one credential check, per kind (`cargo test --test auth -- --ignored --nocapture`;
+/// meaningful in an optimised build: the dev profile makes it several times slower).
+#[tokio::test]
+#[ignore]
+async fn cost_of_one_check() {
+    let es256 = SigningKey::es256("k-es");
+    let ed = SigningKey::ed25519("k-ed");
+    let path = std::env::temp_dir().join(format!("a2a-jwks-{}.json", std::process::id()));
+    std::fs::write(&path, json!({"keys": [es256.jwk(), ed.jwk()]}).to_string()).expect("write");
+    let file = format!(
+        "[[api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\n[[jwt]]\nissuer = \"{ISSUER}\"\naudiences = [\"{AUDIENCE}\"]\n\
+         algorithms = [\"ES256\", \"EdDSA\"]\njwks_file = \"{}\"\n",
+        hash_hex(ALICE_KEY),
+        path.display()
+    );
+    let auth = Authenticator::new(toml::from_str(&file).expect("a file")).expect("valid");
+    let _ = std::fs::remove_file(&path);
+    let header = |name: &str, value: String| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+        headers
+    };
+    let cases = [
+        ("API key", header("x-api-key", ALICE_KEY.into())),
+        ("JWT ES256", header("authorization", format!("Bearer {}", es256.sign(&claims("alice", 600))))),
+        ("JWT EdDSA", header("authorization", format!("Bearer {}", ed.sign(&claims("alice", 600))))),
+    ];
+    for (what, headers) in cases {
+        let rounds = 2000;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            let outcome = auth.authenticate(&headers).await;
+            assert!(matches!(outcome, a2a_server::call::Authentication::Authenticated(_)), "{what}");
+        }
+        println!("{what}: {:.1} µs per check", started.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+    }
+}

@@ -1,6 +1,8 @@
 //! One caller with one credential over four bindings — gRPC, grpc-web, JSON-RPC and HTTP+JSON —
 //! for each of the 11 A2A operations, answers reduced to ProtoJSON (a streaming call to its
 //! first item) and errors to their ErrorInfo reason plus what the binding said around it.
+// Shared by several test files, each using part of it.
+#![allow(dead_code)]
 use std::collections::BTreeMap;
 
 use a2a_server::proto::{
