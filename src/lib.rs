@@ -51,6 +51,9 @@
 //!   lifecycles, `telemetry.rs` for requests, the push stats in `push/` — registered once, not
 //!   looked up per call; gauges read from the core at scrape time go in the `/metrics`
 //!   handler (`server/router.rs`).
+//! - **Add a credential kind**: a file in `auth/` that turns request headers into an
+//!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
+//!   `Authenticator::declare` (the card); the bindings and the core need no change.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`) and a flag in `config.rs`.
 pub mod agent;

@@ -41,6 +41,11 @@ struct World {
 
 impl World {
     async fn start() -> Self {
+        Self::start_with("").await
+    }
+
+    /// With `jwt` appended to the issuer's table.
+    async fn start_with(jwt: &str) -> Self {
         let es256 = SigningKey::es256("key-1");
         let jwks = Jwks::serve(vec![es256.jwk()]).await;
         let file = format!(
@@ -62,6 +67,7 @@ impl World {
             jwks_min_refresh_secs = 1
             tenants_claim = "tenants"
             leeway_secs = 5
+            {jwt}
             "#,
             alice = hash_hex(ALICE_KEY),
             mallory = hash_hex(MALLORY_KEY),
@@ -272,6 +278,27 @@ async fn an_unknown_kid_fetches_the_jwks_again_at_most_once_per_interval() {
     let allowed = started.elapsed().as_secs() as usize + 1;
     let fetched = world.jwks.fetches.load(Ordering::SeqCst) - rotated;
     assert!(fetched <= allowed, "rate-limited: {fetched} fetches in {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_key_the_issuer_withdrew_stops_working_once_the_keys_are_old() {
+    let world = World::start_with("jwks_max_age_secs = 1").await;
+    world.jwks.wait_for_fetches(1).await;
+    let alice = world.bearer(Binding::HttpJson, "alice");
+    assert_fail(&alice.call(&get_op("nothing")).await, "TASK_NOT_FOUND", "a current key");
+    world.jwks.set(Vec::new());
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // The first call after the keys grew old is still served (the refresh runs beside it) …
+    let _ = alice.call(&get_op("nothing")).await;
+    // … and soon the withdrawn key no longer is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match alice.call(&get_op("nothing")).await {
+            Err(fail) if fail.reason == "UNAUTHENTICATED" => break,
+            other => assert!(std::time::Instant::now() < deadline, "still accepted: {other:?}"),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]

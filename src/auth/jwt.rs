@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -58,6 +59,10 @@ pub struct IssuerConfig {
     /// Least seconds between two fetches of `jwks_url` (default 10).
     #[serde(default = "default_min_refresh")]
     pub jwks_min_refresh_secs: u64,
+    /// Seconds after which the keys from `jwks_url` are fetched again in the background, so a
+    /// key the issuer withdrew stops working (default 3600; the old keys stay if that fails).
+    #[serde(default = "default_max_age")]
+    pub jwks_max_age_secs: u64,
     /// An OpenID Connect discovery URL, declared in the Agent Card.
     #[serde(default)]
     pub openid_connect_url: Option<String>,
@@ -72,6 +77,9 @@ fn default_leeway() -> u64 {
 fn default_min_refresh() -> u64 {
     10
 }
+fn default_max_age() -> u64 {
+    3600
+}
 
 /// A trusted issuer, ready to verify its tokens.
 pub(super) struct Issuer {
@@ -85,7 +93,7 @@ pub(super) struct Issuer {
 enum Keys {
     Secret(Arc<DecodingKey>),
     Fixed(KeySet),
-    Remote(Box<RemoteKeys>),
+    Remote(Arc<RemoteKeys>),
 }
 
 /// Keys by `kid`, and those without one.
@@ -93,12 +101,17 @@ enum Keys {
 struct KeySet {
     by_kid: HashMap<String, Arc<DecodingKey>>,
     unnamed: Vec<Arc<DecodingKey>>,
+    /// When they were fetched (`None`: never, or from a file).
+    fetched: Option<Instant>,
 }
 
 struct RemoteKeys {
     url: String,
     client: reqwest::Client,
     min_refresh: Duration,
+    max_age: Duration,
+    /// A background refresh of stale keys is under way.
+    refreshing: AtomicBool,
     keys: RwLock<Arc<KeySet>>,
     /// When the last fetch started; held while fetching, so concurrent misses wait for one fetch.
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
@@ -127,9 +140,7 @@ impl Issuer {
                             std::fs::read(path).map_err(|e| format!("jwks_file {}: {e}", path.display()))?;
                         Keys::Fixed(key_set(&text).map_err(|e| format!("jwks_file {}: {e}", path.display()))?)
                     }
-                    (_, Some(url)) => {
-                        Keys::Remote(Box::new(RemoteKeys::new(url, config.jwks_min_refresh_secs)?))
-                    }
+                    (_, Some(url)) => Keys::Remote(Arc::new(RemoteKeys::new(url, &config)?)),
                     _ => unreachable!("matched above"),
                 }
             }
@@ -282,7 +293,7 @@ fn key_set(json: &[u8]) -> Result<KeySet, String> {
 }
 
 impl RemoteKeys {
-    fn new(url: &str, min_refresh_secs: u64) -> Result<Self, String> {
+    fn new(url: &str, config: &IssuerConfig) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .build()
@@ -290,7 +301,9 @@ impl RemoteKeys {
         Ok(Self {
             url: url.to_owned(),
             client,
-            min_refresh: Duration::from_secs(min_refresh_secs),
+            min_refresh: Duration::from_secs(config.jwks_min_refresh_secs),
+            max_age: Duration::from_secs(config.jwks_max_age_secs),
+            refreshing: AtomicBool::new(false),
             keys: RwLock::new(Arc::new(KeySet::default())),
             last_fetch: tokio::sync::Mutex::new(None),
         })
@@ -300,9 +313,20 @@ impl RemoteKeys {
         self.keys.read().map(|keys| keys.clone()).unwrap_or_default()
     }
 
-    async fn find(&self, kid: Option<&str>) -> Vec<Arc<DecodingKey>> {
-        let found = self.current().find(kid);
+    /// The keys for `kid`: known ones at once (stale ones start a refresh in the background),
+    /// an unknown one after a refresh.
+    async fn find(self: &Arc<Self>, kid: Option<&str>) -> Vec<Arc<DecodingKey>> {
+        let current = self.current();
+        let found = current.find(kid);
         if !found.is_empty() {
+            let stale = current.fetched.is_none_or(|at| at.elapsed() >= self.max_age);
+            if stale && !self.refreshing.swap(true, Ordering::AcqRel) {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    this.refresh().await;
+                    this.refreshing.store(false, Ordering::Release);
+                });
+            }
             return found;
         }
         self.refresh().await;
@@ -321,7 +345,8 @@ impl RemoteKeys {
         }
         *last = Some(Instant::now());
         match self.fetch().await {
-            Ok(set) => {
+            Ok(mut set) => {
+                set.fetched = Some(Instant::now());
                 tracing::info!(url = %self.url, keys = set.by_kid.len() + set.unnamed.len(), "JWKS fetched");
                 if let Ok(mut keys) = self.keys.write() {
                     *keys = Arc::new(set);
