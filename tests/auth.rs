@@ -238,6 +238,25 @@ async fn public_endpoints_need_no_credential_and_the_card_declares_the_schemes()
 }
 
 #[tokio::test]
+async fn metrics_can_be_moved_behind_authentication() {
+    let file = format!(
+        "protect_metrics = true\n[[api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\n",
+        hash_hex(ALICE_KEY)
+    );
+    let auth = Authenticator::new(toml::from_str(&file).expect("a file")).expect("valid");
+    let server = TestServer::builder().auth(auth).start().await;
+    let http = reqwest::Client::new();
+    let metrics = format!("{}/metrics", server.url());
+    let refused = http.get(&metrics).send().await.expect("GET");
+    assert_eq!(refused.status(), 401);
+    assert!(refused.headers().contains_key("www-authenticate"));
+    let allowed = http.get(&metrics).header("X-API-Key", ALICE_KEY).send().await.expect("GET");
+    assert_eq!(allowed.status(), 200);
+    let probe = http.get(format!("{}/healthz", server.url())).send().await.expect("GET");
+    assert_eq!(probe.status(), 200, "probes stay public");
+}
+
+#[tokio::test]
 async fn an_unknown_kid_fetches_the_jwks_again_at_most_once_per_interval() {
     let world = World::start().await;
     world.jwks.wait_for_fetches(1).await;

@@ -374,3 +374,72 @@ impl RemoteKeys {
         key_set(&body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    use super::*;
+
+    fn issuer(text: &str) -> Issuer {
+        Issuer::new(toml::from_str(text).expect("a table")).expect("valid")
+    }
+
+    fn token(algorithm: Algorithm, secret: &[u8], claims: Value) -> String {
+        let key = EncodingKey::from_secret(secret).expect("a key");
+        jsonwebtoken::encode(&Header::new(algorithm), &claims, &key).expect("a token")
+    }
+
+    fn claims(extra: Value) -> Value {
+        let exp = jsonwebtoken::get_current_timestamp() + 60;
+        let mut claims = json!({"iss": "i", "aud": "a", "exp": exp, "sub": "alice"});
+        if let (Value::Object(claims), Value::Object(extra)) = (&mut claims, extra) {
+            claims.extend(extra);
+        }
+        claims
+    }
+
+    #[tokio::test]
+    async fn shared_secret_tokens() {
+        let hs = issuer(
+            "issuer = \"i\"\naudiences = [\"a\"]\nalgorithms = [\"HS256\"]\nsecret = \"s3cret\"\n\
+             tenants_claim = \"t\"\nprincipal_prefix = \"hs:\"\n",
+        );
+        let identity = hs.verify(&token(Algorithm::HS256, b"s3cret", claims(json!({"t": ["x", "y"]})))).await;
+        let identity = identity.expect("valid");
+        assert_eq!(identity.principal, "hs:alice");
+        assert!(identity.tenants.allows("y") && !identity.tenants.allows(""));
+        let wrong = hs.verify(&token(Algorithm::HS256, b"guess", claims(json!({})))).await;
+        assert_eq!(wrong.unwrap_err().to_string(), "unauthenticated: the token's signature is not valid");
+        let other_alg = hs.verify(&token(Algorithm::HS384, b"s3cret", claims(json!({})))).await;
+        assert!(other_alg.is_err(), "HS384 is not accepted");
+        let no_sub = hs.verify(&token(Algorithm::HS256, b"s3cret", claims(json!({"sub": ""})))).await;
+        assert!(no_sub.is_err(), "a principal is required");
+        let mut stale = claims(json!({}));
+        stale["exp"] = json!(jsonwebtoken::get_current_timestamp() - 3600);
+        let expired = hs.verify(&token(Algorithm::HS256, b"s3cret", stale)).await;
+        assert_eq!(expired.unwrap_err().to_string(), "unauthenticated: the token has expired");
+        let mut early = claims(json!({}));
+        early["nbf"] = json!(jsonwebtoken::get_current_timestamp() + 3600);
+        assert!(hs.verify(&token(Algorithm::HS256, b"s3cret", early)).await.is_err(), "nbf");
+    }
+
+    #[tokio::test]
+    async fn a_public_key_issuer_refuses_hmac_tokens() {
+        // The classic confusion: an HS256 token "signed" with what the server holds as a
+        // public key. The issuer accepts only ES256, and a JWKS never yields secret keys.
+        let jwks = r#"{"keys":[{"kty":"oct","kid":"k","k":"czNjcmV0"}]}"#;
+        let set = key_set(jwks.as_bytes()).expect("a JWKS");
+        assert!(set.by_kid.is_empty() && set.unnamed.is_empty(), "oct keys are left out");
+        let path = std::env::temp_dir().join(format!("a2a-jwt-test-{}.json", std::process::id()));
+        std::fs::write(&path, jwks).expect("write");
+        let es = issuer(&format!(
+            "issuer = \"i\"\naudiences = [\"a\"]\nalgorithms = [\"ES256\"]\njwks_file = \"{}\"\n",
+            path.display()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let forged = es.verify(&token(Algorithm::HS256, b"s3cret", claims(json!({})))).await;
+        assert!(forged.unwrap_err().to_string().contains("not accepted"));
+    }
+}
