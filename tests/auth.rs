@@ -398,6 +398,24 @@ async fn another_principal_sees_nothing_of_alices_tasks_on_any_binding() {
     }
     assert_eq!(outcomes.len(), 4 * 2 * 2 * 11);
 
+    // Alice's context: invisible to mallory, and a message naming it starts mallory's own task.
+    let context = live["task"]["contextId"].as_str().expect("a context").to_owned();
+    let by_context = Op::List(ListTasksRequest { context_id: context.clone(), ..Default::default() });
+    for binding in BINDINGS {
+        let mallory = world.caller(binding).with("X-API-Key", MALLORY_KEY);
+        let list = mallory.call(&by_context).await.expect("a list");
+        assert_eq!(list["tasks"].as_array().map_or(0, Vec::len), 0, "{binding:?}: {list}");
+    }
+    for binding in BINDINGS {
+        let mallory = world.caller(binding).with("X-API-Key", MALLORY_KEY);
+        let mut joining = send_returning_immediately("hello");
+        joining.message.as_mut().expect("a message").context_id = context.clone();
+        let own = mallory.call(&Op::Send(joining)).await.expect("mallory's own task");
+        assert_ne!(own["task"]["id"].as_str(), Some(live_id.as_str()), "{binding:?}");
+    }
+    let alices = world.alice(Binding::Grpc).call(&by_context).await.expect("alice's list");
+    assert_eq!(alices["totalSize"].as_i64(), Some(1), "only alice's own task: {alices}");
+
     // Nothing of alice's moved: the live task still waits, its config is still there, and she
     // sees both tasks.
     for binding in BINDINGS {
