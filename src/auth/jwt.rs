@@ -41,7 +41,7 @@ pub struct IssuerConfig {
     pub jwks_file: Option<PathBuf>,
     /// The shared secret of HS256/384/512 tokens.
     #[serde(default)]
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     /// The claim naming the principal (default `sub`).
     #[serde(default = "default_principal_claim")]
     pub principal_claim: String,
@@ -66,6 +66,17 @@ pub struct IssuerConfig {
     /// An OpenID Connect discovery URL, declared in the Agent Card.
     #[serde(default)]
     pub openid_connect_url: Option<String>,
+}
+
+/// A shared secret: its `Debug` form hides it, so printing a configuration cannot leak it.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
 }
 
 fn default_principal_claim() -> String {
@@ -131,7 +142,7 @@ impl Issuer {
         let hmac = algorithms.iter().filter(|a| a.family() == AlgorithmFamily::Hmac).count();
         let keys = match (&config.secret, &config.jwks_file, &config.jwks_url) {
             (Some(secret), None, None) if hmac == algorithms.len() => Keys::Secret(Arc::new(
-                DecodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?,
+                DecodingKey::from_secret(secret.0.as_bytes()).map_err(|e| e.to_string())?,
             )),
             (None, Some(_), None) | (None, None, Some(_)) if hmac == 0 => {
                 match (&config.jwks_file, &config.jwks_url) {
@@ -423,6 +434,15 @@ mod tests {
         let mut early = claims(json!({}));
         early["nbf"] = json!(jsonwebtoken::get_current_timestamp() + 3600);
         assert!(hs.verify(&token(Algorithm::HS256, b"s3cret", early)).await.is_err(), "nbf");
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let config: IssuerConfig = toml::from_str(
+            "issuer = \"i\"\naudiences = [\"a\"]\nalgorithms = [\"HS256\"]\nsecret = \"s3cret\"\n",
+        )
+        .expect("a table");
+        assert!(!format!("{config:?}").contains("s3cret"));
     }
 
     #[tokio::test]

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use api_key::ApiKeys;
 pub use api_key::hash_hex;
 use jwt::Issuer;
-pub use jwt::IssuerConfig;
+pub use jwt::{IssuerConfig, Secret};
 
 use crate::call::{Authentication, Identity, Tenants};
 use crate::error::A2aError;
