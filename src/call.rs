@@ -2,6 +2,12 @@
 //!
 //! Every binding turns its transport's metadata (gRPC metadata, HTTP headers, query
 //! parameters) into one [`CallContext`]; the core checks it the same way for all of them.
+//! Who the caller is comes from the authentication layer (`auth/`), which leaves an
+//! [`Authentication`] in the request's extensions for the binding to apply
+//! ([`CallContext::authenticated`]); the core refuses a refused caller in its admission step
+//! and a tenant the caller may not use wherever it names an [`Owner`].
+use std::sync::Arc;
+
 use crate::error::A2aError;
 
 /// The principal every call has while authentication is off.
@@ -16,11 +22,55 @@ pub struct Owner {
     pub principal: String,
 }
 
+/// Who a credential names: a principal and the tenants it may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The principal; every task and push config it creates is its own.
+    pub principal: String,
+    /// The tenants (the requests' `tenant` field) it may use.
+    pub tenants: Tenants,
+}
+
+/// The tenants a principal may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tenants {
+    /// Any tenant (authentication off, or a credential granted `"*"`).
+    Any,
+    /// These tenants only; `""` is the default tenant of a server that is not multi-tenant.
+    Only(Vec<String>),
+}
+
+impl Tenants {
+    /// Whether `tenant` is one of them.
+    pub fn allows(&self, tenant: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Only(tenants) => tenants.iter().any(|t| t == tenant),
+        }
+    }
+}
+
+/// What authentication concluded about one request; the auth layer stores it in the request's
+/// extensions, the binding applies it with [`CallContext::authenticated`].
+#[derive(Debug, Clone)]
+pub enum Authentication {
+    /// A valid credential.
+    Authenticated(Arc<Identity>),
+    /// No credential, or one that is not valid: the core refuses the call with this error.
+    Refused(A2aError),
+}
+
 /// One call's caller and service parameters, transport-neutral.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     /// The authenticated principal ([`ANONYMOUS`] while authentication is off).
     pub principal: String,
+    /// The tenants the principal may use ([`Tenants::Any`] while authentication is off).
+    pub tenants: Tenants,
+    /// Whether a credential was checked for this call: `None` until a binding applies the auth
+    /// layer's outcome. A server with authentication on refuses a call without one, so a
+    /// binding that forgot to apply it fails closed.
+    pub authentication: Option<Authentication>,
     /// The `A2A-Version` service parameter, if sent.
     pub version: Option<String>,
     /// The `A2A-Extensions` the client asked to activate.
@@ -31,7 +81,7 @@ pub struct CallContext {
 
 impl Default for CallContext {
     fn default() -> Self {
-        Self { principal: ANONYMOUS.to_owned(), version: None, extensions: Vec::new(), traceparent: None }
+        Self::from_parameters(None, [])
     }
 }
 
@@ -48,15 +98,45 @@ impl CallContext {
             .collect();
         Self {
             principal: ANONYMOUS.to_owned(),
+            tenants: Tenants::Any,
+            authentication: None,
             version: version.map(|v| v.trim().to_owned()),
             extensions,
             traceparent: None,
         }
     }
 
-    /// The owner of tasks this call creates or may see, within `tenant`.
-    pub fn owner(&self, tenant: &str) -> Owner {
-        Owner { tenant: tenant.to_owned(), principal: self.principal.clone() }
+    /// Applies the auth layer's outcome for this request (`None`: the layer did not run, as
+    /// when authentication is off).
+    pub fn authenticated(mut self, outcome: Option<&Authentication>) -> Self {
+        if let Some(Authentication::Authenticated(identity)) = outcome {
+            self.principal = identity.principal.clone();
+            self.tenants = identity.tenants.clone();
+        }
+        self.authentication = outcome.cloned();
+        self
+    }
+
+    /// Fails unless the caller may call at all: a refused credential fails with its error, and
+    /// so does a call no credential was checked for when `required`.
+    pub fn check_authentication(&self, required: bool) -> Result<(), A2aError> {
+        match &self.authentication {
+            Some(Authentication::Refused(error)) => Err(error.clone()),
+            None if required => Err(A2aError::Unauthenticated("this call needs a credential".into())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The owner of tasks this call creates or may see, within `tenant`: the one way to name
+    /// an owner, so a tenant the caller may not use is refused wherever a task is reached.
+    pub fn owner(&self, tenant: &str) -> Result<Owner, A2aError> {
+        if !self.tenants.allows(tenant) {
+            return Err(A2aError::PermissionDenied(format!(
+                "principal {:?} may not use tenant {tenant:?}",
+                self.principal
+            )));
+        }
+        Ok(Owner { tenant: tenant.to_owned(), principal: self.principal.clone() })
     }
 
     /// Accepts any `1.x` version. A missing or empty version counts as 1.0: a call that reaches
@@ -97,6 +177,26 @@ mod tests {
             let err = CallContext::from_parameters(Some(bad), []).check_version().unwrap_err();
             assert_eq!(err.reason(), "VERSION_NOT_SUPPORTED", "{bad}");
         }
+    }
+
+    #[test]
+    fn tenants_and_refusals() {
+        let identity =
+            Identity { principal: "alice".into(), tenants: Tenants::Only(vec!["".into(), "acme".into()]) };
+        let outcome = Authentication::Authenticated(Arc::new(identity));
+        let call = CallContext::default().authenticated(Some(&outcome));
+        assert_eq!(call.owner("acme").unwrap().principal, "alice");
+        assert_eq!(call.owner("other").unwrap_err().reason(), "UNAUTHORIZED");
+        assert!(call.check_authentication(true).is_ok());
+        assert_eq!(
+            CallContext::default().check_authentication(true).unwrap_err().reason(),
+            "UNAUTHENTICATED"
+        );
+        assert!(CallContext::default().check_authentication(false).is_ok());
+        let refused = Authentication::Refused(A2aError::Unauthenticated("no".into()));
+        let call = CallContext::default().authenticated(Some(&refused));
+        assert_eq!(call.principal, ANONYMOUS);
+        assert!(call.check_authentication(false).is_err());
     }
 
     #[test]

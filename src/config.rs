@@ -106,6 +106,17 @@ pub struct Config {
     #[arg(long, env = "A2A_CARD")]
     pub card: Option<PathBuf>,
 
+    /// An extended Agent Card file (ProtoJSON `AgentCard`), served by GetExtendedAgentCard to
+    /// authenticated callers and declared by `capabilities.extendedAgentCard`; completed with
+    /// the server's interfaces, capabilities and security schemes like the public card.
+    #[arg(long, env = "A2A_EXTENDED_CARD")]
+    pub extended_card: Option<PathBuf>,
+
+    /// Turn authentication on with this auth file (TOML: API keys, JWT issuers; see the
+    /// README): every call needs a credential, and each caller sees only its own tasks.
+    #[arg(long, env = "A2A_AUTH")]
+    pub auth: Option<PathBuf>,
+
     /// The card's `name`.
     #[arg(long, env = "A2A_CARD_NAME")]
     pub card_name: Option<String>,
@@ -234,6 +245,15 @@ pub struct Config {
     pub command: Vec<String>,
 }
 
+fn read_card(flag: &str, path: Option<&std::path::Path>) -> Result<Option<AgentCard>, String> {
+    let Some(path) = path else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{flag} {} is not JSON: {e}", path.display()))?;
+    protojson::decode(&value).map(Some).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
 /// Built-in agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AgentKind {
@@ -291,12 +311,12 @@ cli_values!(StdinMode {
 impl Config {
     /// The card file's card, if one is given.
     pub fn card_file(&self) -> Result<Option<AgentCard>, String> {
-        let Some(path) = &self.card else { return Ok(None) };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read --card {}: {e}", path.display()))?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("--card {} is not JSON: {e}", path.display()))?;
-        protojson::decode(&value).map(Some).map_err(|e| format!("--card {}: {e}", path.display()))
+        read_card("--card", self.card.as_deref())
+    }
+
+    /// The extended card file's card, if one is given.
+    pub fn extended_card_file(&self) -> Result<Option<AgentCard>, String> {
+        read_card("--extended-card", self.extended_card.as_deref())
     }
 
     /// The card fields given as flags.

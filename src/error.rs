@@ -104,6 +104,12 @@ pub enum A2aError {
         /// How many events it could not be given.
         missed: u64,
     },
+    /// No credential, or one that is not valid (spec §3.3.2's authentication category).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The credential is valid but does not allow this (a tenant the principal may not use).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     /// The server is shutting down or cannot serve now; try another replica.
     #[error("{0}")]
     Unavailable(String),
@@ -171,6 +177,9 @@ impl A2aError {
             Self::JsonParse(_) => "PARSE_ERROR",
             Self::MethodNotFound(_) => "METHOD_NOT_FOUND",
             Self::SubscriberLagged { .. } => "SUBSCRIBER_LAGGED",
+            // The spec names the categories (§3.3.2) but no reasons; these are a2a-go's.
+            Self::Unauthenticated(_) => "UNAUTHENTICATED",
+            Self::PermissionDenied(_) => "UNAUTHORIZED",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
@@ -238,6 +247,8 @@ impl A2aError {
             | Self::JsonParse(_) => Code::InvalidArgument,
             Self::MethodNotFound(_) => Code::Unimplemented,
             Self::SubscriberLagged { .. } => Code::ResourceExhausted,
+            Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
             Self::Unavailable(_) => Code::Unavailable,
             Self::InvalidAgentResponse(_) | Self::Internal(_) => Code::Internal,
         }
@@ -259,6 +270,9 @@ impl A2aError {
             Self::InvalidRequest(_) => -32600,
             Self::JsonParse(_) => -32700,
             Self::MethodNotFound(_) => -32601,
+            // Outside the spec's table; the codes a2a-go uses, so its clients recognise them.
+            Self::Unauthenticated(_) => -31401,
+            Self::PermissionDenied(_) => -31403,
             Self::SubscriberLagged { .. } | Self::Unavailable(_) | Self::Internal(_) => -32603,
         }
     }
@@ -269,6 +283,8 @@ impl A2aError {
             Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => 404,
             Self::MethodNotFound(_) => 404,
             Self::SubscriberLagged { .. } => 429,
+            Self::Unauthenticated(_) => 401,
+            Self::PermissionDenied(_) => 403,
             Self::Unavailable(_) => 503,
             Self::InvalidAgentResponse(_) | Self::Internal(_) => 500,
             _ => 400,

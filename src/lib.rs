@@ -14,6 +14,8 @@
 //!   the Agent Card (`card.rs`), and `http.rs`, what the JSON bindings share.
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
+//! - [`auth`]: who is calling: API keys and JWTs (`--auth FILE`) checked once per request in
+//!   a layer in front of every binding; the outcome travels in the request's extensions.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
@@ -50,9 +52,13 @@
 //!   lifecycles, `telemetry.rs` for requests, the push stats in `push/` — registered once, not
 //!   looked up per call; gauges read from the core at scrape time go in the `/metrics`
 //!   handler (`server/router.rs`).
+//! - **Add a credential kind**: a file in `auth/` that turns request headers into an
+//!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
+//!   `Authenticator::declare` (the card); the bindings and the core need no change.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`) and a flag in `config.rs`.
 pub mod agent;
+pub mod auth;
 pub mod call;
 pub mod card;
 pub mod config;

@@ -4,6 +4,8 @@ use std::sync::Arc;
 use a2a_server::agent::AgentExecutor;
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::exec::ExecAgent;
+use a2a_server::auth::Authenticator;
+use a2a_server::card::{self, CardOverrides};
 use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::error::{A2aError, BoxError};
 use a2a_server::fleet::RedisFleet;
@@ -106,7 +108,15 @@ async fn run(config: Config) -> Result<(), BoxError> {
     let (executor, default_card) = agent(&config);
     let base_card = config.card_file().unwrap_or_else(|e| config_error(e)).unwrap_or(default_card);
     let overrides = config.card_overrides().unwrap_or_else(|e| config_error(e));
-    let settings = config.core_settings();
+    let mut settings = config.core_settings();
+    let extended_card = config.extended_card_file().unwrap_or_else(|e| config_error(e));
+    settings.extended_card = extended_card.clone();
+    let auth = config.auth.as_deref().map(|path| {
+        Arc::new(Authenticator::from_file(path).unwrap_or_else(|e| config_error(format!("--auth {e}"))))
+    });
+    if auth.is_none() && extended_card.is_some() {
+        tracing::warn!("--extended-card without --auth: every caller is anonymous and may read it");
+    }
 
     // Bound here, before the server is built, because the card says where clients reach them.
     let listener = server::bind(config.listen).await?;
@@ -120,6 +130,11 @@ async fn run(config: Config) -> Result<(), BoxError> {
         None => grpc_address,
     };
     let facts = config.card_facts(grpc_address, http_address, &settings);
+    if let Some(extended) = extended_card {
+        let extended = card::build(extended, CardOverrides::default(), &facts)
+            .unwrap_or_else(|e| config_error(format!("--extended-card: {e}")));
+        settings.extended_card = Some(extended);
+    }
     let public_url = facts.public_url.trim_end_matches('/').to_owned();
 
     let mut server = Server::new(executor, base_card)
@@ -131,6 +146,9 @@ async fn run(config: Config) -> Result<(), BoxError> {
         .ui(config.ui);
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
+    }
+    if let Some(auth) = auth {
+        server = server.auth(auth);
     }
     let in_fleet =
         match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {

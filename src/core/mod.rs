@@ -61,6 +61,9 @@ pub struct CoreSettings {
     pub idle_timeout: Option<std::time::Duration>,
     /// How webhooks are delivered when `push_notifications` is on.
     pub push: PushSettings,
+    /// Every call needs a checked credential (authentication is on): a call whose binding
+    /// applied no authentication outcome is refused rather than served as anonymous.
+    pub require_authentication: bool,
 }
 
 impl Default for CoreSettings {
@@ -75,6 +78,7 @@ impl Default for CoreSettings {
             task_queue_capacity: 64,
             idle_timeout: Some(std::time::Duration::from_secs(60)),
             push: PushSettings::default(),
+            require_authentication: false,
         }
     }
 }
@@ -198,6 +202,7 @@ impl Core {
     }
 
     fn admit(&self, call: &CallContext) -> Result<(), A2aError> {
+        call.check_authentication(self.settings.require_authentication)?;
         if *self.shutdown.borrow() {
             return Err(A2aError::Unavailable(
                 "the server is shutting down; retry on another replica".into(),
@@ -227,9 +232,11 @@ impl Core {
     pub async fn get_extended_agent_card(
         &self,
         call: &CallContext,
-        _request: GetExtendedAgentCardRequest,
+        request: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, A2aError> {
+        // With authentication on, admission has just required a credential (spec §3.1.11).
         self.admit(call)?;
+        call.owner(&request.tenant)?;
         self.settings.extended_card.clone().ok_or_else(|| {
             A2aError::UnsupportedOperation("this agent does not offer an extended agent card".into())
         })

@@ -101,7 +101,7 @@ impl Core {
             v.require_id("id", id);
         }
         v.into_result()?;
-        let owner = call.owner(tenant);
+        let owner = call.owner(tenant)?;
         self.require_task(&owner, task_id).await?;
         Ok(owner)
     }

@@ -123,7 +123,7 @@ async fn begin(
         return Err(A2aError::PushNotificationNotSupported);
     }
     let mut message = message.ok_or_else(|| A2aError::invalid_field("message", "is required"))?;
-    let owner = call.owner(&tenant);
+    let owner = call.owner(&tenant)?;
 
     if !message.task_id.is_empty() {
         let follow_up = FollowUp {
@@ -279,7 +279,7 @@ mod tests {
         };
         let core = Core::new(agent.clone(), store.clone(), settings);
         let call = CallContext::default();
-        let owner = call.owner("");
+        let owner = call.owner("").unwrap();
 
         let outcome = core.send_message_shared(&call, request_with_webhook()).await.unwrap();
         assert!(matches!(outcome, SendOutcome::Message(m) if m.task_id.is_empty()));

@@ -26,7 +26,7 @@ impl Core {
         self.admit(call)?;
         self.require_streaming()?;
         validate::task_id("id", &request.id)?;
-        let owner = call.owner(&request.tenant);
+        let owner = call.owner(&request.tenant)?;
         match with_live(&self.env, &owner, &request.id, |handle| async move { handle.subscribe().await })
             .await?
         {

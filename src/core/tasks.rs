@@ -27,7 +27,7 @@ impl Core {
         v.require_id("id", &request.id);
         v.non_negative("historyLength", request.history_length);
         v.into_result()?;
-        let task = self.current_task(&call.owner(&request.tenant), &request.id).await?;
+        let task = self.current_task(&call.owner(&request.tenant)?, &request.id).await?;
         Ok(trimmed(task, request.history_length))
     }
 
@@ -64,7 +64,7 @@ impl Core {
             page_size: page_size as usize,
             after,
         };
-        let page = self.env.store.list(&call.owner(&request.tenant), &query).await?;
+        let page = self.env.store.list(&call.owner(&request.tenant)?, &query).await?;
         let include_artifacts = request.include_artifacts.unwrap_or(false);
         let tasks = page
             .tasks
@@ -93,7 +93,7 @@ impl Core {
     ) -> Result<Task, A2aError> {
         self.admit(call)?;
         validate::task_id("id", &request.id)?;
-        let owner = call.owner(&request.tenant);
+        let owner = call.owner(&request.tenant)?;
         match with_live(&self.env, &owner, &request.id, |handle| async move { handle.cancel().await }).await?
         {
             Found::Live(task) => Ok(Arc::unwrap_or_clone(task)),

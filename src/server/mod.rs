@@ -37,6 +37,7 @@ use router::{Options, app};
 
 use crate::agent::AgentExecutor;
 use crate::agent::demo::DemoAgent;
+use crate::auth::Authenticator;
 use crate::card::{self, CardFacts, CardOverrides};
 use crate::core::{Core, CoreSettings};
 use crate::error::BoxError;
@@ -62,6 +63,7 @@ pub struct Server {
     ui: UiMode,
     http_listener: Option<TcpListener>,
     shutdown: Option<BoxFuture<'static, ()>>,
+    auth: Option<Arc<Authenticator>>,
 }
 
 /// The demo agent with its card.
@@ -88,6 +90,7 @@ impl Server {
             ui: UiMode::Auto,
             http_listener: None,
             shutdown: None,
+            auth: None,
         }
     }
 
@@ -142,6 +145,14 @@ impl Server {
         self
     }
 
+    /// Turns authentication on: every call needs a credential `auth` accepts, each task and
+    /// push config belongs to the caller's principal, and the card (and the extended card)
+    /// declares the schemes. Off by default: every caller is the one anonymous principal.
+    pub fn auth(mut self, auth: Arc<Authenticator>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
     /// Serves the HTTP bindings on `listener`, leaving only gRPC on the main listener.
     pub fn http_listener(mut self, listener: TcpListener) -> Self {
         self.http_listener = Some(listener);
@@ -176,7 +187,16 @@ impl Server {
             push_notifications: settings.push_notifications,
             extended_card: settings.extended_card.is_some(),
         });
-        let card = card::build(self.card, self.card_overrides, &facts)?;
+        let mut card = card::build(self.card, self.card_overrides, &facts)?;
+        if let Some(auth) = &self.auth {
+            auth.declare(&mut card);
+            if let Some(extended) = &mut settings.extended_card {
+                auth.declare(extended);
+            }
+            settings.require_authentication = true;
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.prefetch().await });
+        }
         // The card's required extensions are enforced on every call, beside any the
         // settings already require.
         for uri in card::required_extensions(&card) {
@@ -190,7 +210,7 @@ impl Server {
             None => Core::new(self.agent, store, settings),
         });
         let ui = self.ui.enabled(http_addr);
-        let options = Options { card, http: self.http, cors_origins: self.cors_origins, ui };
+        let options = Options { card, http: self.http, cors_origins: self.cors_origins, ui, auth: self.auth };
         let app = app(core.clone(), options).await?;
         let (health, ready) = (app.health.clone(), app.ready.clone());
         if let Some(fleet) = core.fleet() {

@@ -14,6 +14,7 @@ use tonic_health::server::HealthReporter;
 use tower::Layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::auth::{self, Authenticator};
 use crate::core::Core;
 use crate::error::BoxError;
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
@@ -34,6 +35,8 @@ pub struct Options {
     pub cors_origins: Vec<String>,
     /// Serve the dashboard at `/ui` (already decided from the mode and the listener).
     pub ui: bool,
+    /// Checks every request's credential, when authentication is on.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 /// The assembled routes, and the switches shutdown flips.
@@ -49,6 +52,7 @@ pub struct App {
     pub ready: Arc<AtomicBool>,
     state: HttpState,
     cors: Option<CorsLayer>,
+    auth: Option<Arc<Authenticator>>,
 }
 
 /// Builds every route around `core`: `lf.a2a.v1.A2AService` (gRPC and grpc-web), server
@@ -86,19 +90,20 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         http = http.merge(ui_router(state.clone()));
     }
     let cors = cors_layer(&options.cors_origins)?;
-    Ok(App { grpc, http, health, ready, state, cors })
+    Ok(App { grpc, http, health, ready, state, cors, auth: options.auth })
 }
 
 impl App {
     /// Everything on one port.
     pub fn combined(self) -> axum::Router {
         let router = self.grpc.merge(self.http);
-        finish(router, Some(self.state), self.cors)
+        finish(router, Some(self.state), self.cors, self.auth)
     }
 
     /// gRPC and HTTP on separate ports: `(grpc, http)`.
     pub fn split(self) -> (axum::Router, axum::Router) {
-        (finish(self.grpc, None, self.cors.clone()), finish(self.http, Some(self.state), self.cors))
+        let grpc = finish(self.grpc, None, self.cors.clone(), self.auth.clone());
+        (grpc, finish(self.http, Some(self.state), self.cors, self.auth))
     }
 }
 
@@ -190,8 +195,14 @@ fn metrics(core: &Core) -> Response {
 }
 
 /// Installs the fallback (HTTP+JSON routes when `http` is given; gRPC UNIMPLEMENTED for gRPC
-/// requests; 404 otherwise) and CORS.
-fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>) -> axum::Router {
+/// requests; 404 otherwise), the authentication layer in front of every route, and CORS
+/// around it (a preflight carries no credential).
+fn finish(
+    router: axum::Router,
+    http: Option<HttpState>,
+    cors: Option<CorsLayer>,
+    auth: Option<Arc<Authenticator>>,
+) -> axum::Router {
     let router = router.fallback(move |request: axum::extract::Request| {
         let http = http.clone();
         async move {
@@ -205,6 +216,10 @@ fn finish(router: axum::Router, http: Option<HttpState>, cors: Option<CorsLayer>
             }
         }
     });
+    let router = match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(auth, auth::layer)),
+        None => router,
+    };
     match cors {
         Some(cors) => router.layer(cors),
         None => router,
@@ -236,13 +251,21 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
         "authorization",
         "a2a-version",
         "a2a-extensions",
+        "x-api-key",
         "x-grpc-web",
         "x-user-agent",
         "grpc-timeout",
         "if-none-match",
         "cache-control",
     ];
-    let exposed = ["grpc-status", "grpc-message", "grpc-status-details-bin", "etag", "a2a-extensions"];
+    let exposed = [
+        "grpc-status",
+        "grpc-message",
+        "grpc-status-details-bin",
+        "etag",
+        "a2a-extensions",
+        "www-authenticate",
+    ];
     Ok(Some(
         CorsLayer::new()
             .allow_origin(allow_origin)

@@ -2,7 +2,7 @@
 //! `params` and `result` in ProtoJSON, streaming methods answered with SSE in which every
 //! event is a complete JSON-RPC response. Errors travel with HTTP 200.
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use axum::response::sse::Event;
@@ -11,11 +11,18 @@ use serde_json::{Value, json};
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
 use super::sse;
+use crate::call::Authentication;
 use crate::error::A2aError;
 use crate::protojson::{decode, encode_string};
 
 /// Handles one JSON-RPC request.
-pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn handle(
+    State(state): State<HttpState>,
+    auth: Option<Extension<Authentication>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if !http::is_json(&headers) {
         return error_response(&Value::Null, &http::not_json(&headers));
     }
@@ -27,7 +34,7 @@ pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap
         Ok(operation) => operation,
         Err(error) => return error_response(&id, &error),
     };
-    let call = http::call_context(&headers, uri.query());
+    let call = http::call_context(&headers, uri.query()).authenticated(auth.as_ref().map(|a| &a.0));
     match operation.execute(&state.core, &call, "jsonrpc").await {
         Ok(Outcome::Json(result)) => {
             http::json_response(StatusCode::OK, &json!({"jsonrpc": "2.0", "id": id, "result": result}), false)

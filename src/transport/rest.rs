@@ -149,7 +149,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         }
         Err(error) => return error_response(&error, a2a_json),
     };
-    let call = http::call_context(&parts.headers, parts.uri.query());
+    let call = http::call_context(&parts.headers, parts.uri.query()).authenticated(parts.extensions.get());
     match operation.execute(&state.core, &call, "rest").await {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
         Ok(Outcome::Stream(stream)) => {

@@ -53,9 +53,16 @@ pub struct TestServerBuilder {
     settings: CoreSettings,
     cors_origins: Vec<String>,
     http: HttpSettings,
+    auth: Option<Arc<a2a_server::auth::Authenticator>>,
 }
 
 impl TestServerBuilder {
+    /// Authentication on, with these credentials.
+    pub fn auth(mut self, auth: a2a_server::auth::Authenticator) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
     /// The agent behind the server (the card stays the demo agent's).
     pub fn agent(mut self, agent: impl AgentExecutor + 'static) -> Self {
         self.agent = Arc::new(agent);
@@ -86,15 +93,14 @@ impl TestServerBuilder {
 
 /// The one place a test server is wired: the library's own [`Server`] builder on 127.0.0.1.
 async fn serve(builder: TestServerBuilder) -> TestServer {
-    let TestServerBuilder { agent, settings, cors_origins, http } = builder;
+    let TestServerBuilder { agent, settings, cors_origins, http, auth } = builder;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let running = Server::new(agent, DemoAgent::card())
-        .settings(settings)
-        .cors_origins(cors_origins)
-        .http(http)
-        .start(listener)
-        .await
-        .expect("start");
+    let mut server =
+        Server::new(agent, DemoAgent::card()).settings(settings).cors_origins(cors_origins).http(http);
+    if let Some(auth) = auth {
+        server = server.auth(auth);
+    }
+    let running = server.start(listener).await.expect("start");
     TestServer { addr: running.local_addr(), core: running.core().clone(), running }
 }
 
@@ -111,6 +117,7 @@ impl TestServer {
             settings: CoreSettings::default(),
             cors_origins: Vec::new(),
             http: HttpSettings::default(),
+            auth: None,
         }
     }
 

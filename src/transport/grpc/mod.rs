@@ -71,12 +71,14 @@ struct GrpcBinding {
     core: Arc<Core>,
 }
 
-/// Service parameters travel as metadata with lowercased names (spec §10.2).
+/// Service parameters travel as metadata with lowercased names (spec §10.2); the auth layer's
+/// outcome travels in the request's extensions.
 fn call_context<T>(request: &Request<T>) -> CallContext {
     let metadata = request.metadata();
     let version = metadata.get("a2a-version").and_then(|v| v.to_str().ok());
     let extensions = metadata.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
-    let mut call = CallContext::from_parameters(version, extensions);
+    let mut call =
+        CallContext::from_parameters(version, extensions).authenticated(request.extensions().get());
     call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call
 }
