@@ -54,6 +54,10 @@ pub(super) struct TaskActor {
     last_active: tokio::time::Instant,
     /// In a fleet: the events the shared store has not seen yet.
     journal: Option<Journal>,
+    /// A follow-up message was accepted and the task has published nothing since: the task
+    /// is no longer what its generation described, so `ifGenerationMatch` fails until the
+    /// next update (a message has no event, hence no generation, of its own).
+    message_pending: bool,
     env: Arc<TaskEnv>,
 }
 
@@ -70,6 +74,7 @@ impl TaskActor {
         Self {
             log: Arc::new(log),
             journal: env.fleet.clone().map(Journal::new),
+            message_pending: false,
             task,
             handle,
             rx,
@@ -214,8 +219,8 @@ impl TaskActor {
     async fn handle(&mut self, command: Command) {
         match command {
             Command::Agent(event) => self.on_agent_event(*event),
-            Command::Subscribe { reply } => {
-                let _ = reply.send(self.subscription());
+            Command::Subscribe { after, reply } => {
+                let _ = reply.send(self.subscription_after(after));
             }
             Command::Park => {
                 self.persist().await;
@@ -238,9 +243,16 @@ impl TaskActor {
     }
 
     fn subscription(&self) -> Subscription {
+        self.subscription_after(None)
+    }
+
+    /// The task now and a feed from its generation; or, for a resuming subscriber whose events
+    /// since `after` are all in the log, a feed from `after` (the core then sends no snapshot).
+    fn subscription_after(&self, after: Option<u64>) -> Subscription {
+        let cursor = after.filter(|&after| self.log.holds_after(after)).unwrap_or(self.log.last_seq());
         Subscription {
             snapshot: self.task.clone(),
-            feed: Feed::new(self.log.clone(), self.log.last_seq(), self.env.subscribers.clone()),
+            feed: Feed::new(self.log.clone(), cursor, self.env.subscribers.clone()),
         }
     }
 
@@ -333,12 +345,19 @@ impl TaskActor {
     }
 
     fn on_message(&mut self, turn: FollowUp, reply: Reply) {
-        let FollowUp { message, extensions, metadata, accepted_output_modes } = turn;
+        let FollowUp { message, extensions, metadata, accepted_output_modes, if_generation_match } = turn;
+        if let Some(expected) = if_generation_match
+            && (expected != self.task.generation || self.message_pending)
+        {
+            let (task_id, current) = (self.task.id.clone(), self.task.generation);
+            return reply.send(Err(A2aError::TaskGenerationMismatch { task_id, expected, current }));
+        }
         let message = match rules::accept_message(&mut self.task, message) {
             Ok(message) => message,
             Err(error) => return reply.send(Err(error)),
         };
         self.dirty = Dirty::State;
+        self.message_pending = true;
         let ctx = RequestContext {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
@@ -454,7 +473,12 @@ impl TaskActor {
         self.set_status(rules::failure(text));
     }
 
-    fn publish(&mut self, payload: Payload) {
+    /// Publishes an update as the task's next generation (A2A dev-1.1): the update and the
+    /// task both carry it, so the task's generation is always its last update's.
+    fn publish(&mut self, mut payload: Payload) {
+        // The rules just changed the task, so it is not shared: this copies nothing.
+        rules::stamp_generation(&mut self.task, &mut payload, self.log.last_seq() + 1);
+        self.message_pending = false;
         self.dirty = match (&payload, self.dirty) {
             (Payload::ArtifactUpdate(_), Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
             (Payload::ArtifactUpdate(_), dirty) => dirty,

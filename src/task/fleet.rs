@@ -106,10 +106,13 @@ pub enum TaskRef {
 }
 
 impl TaskRef {
-    /// The task now, with the feed of everything after.
-    pub async fn subscribe(&self) -> Result<Option<Subscription>, A2aError> {
+    /// The task now, with the feed of everything after; with `after` (a resuming caller's
+    /// last generation), a feed right after it instead when the local log still holds every
+    /// event since. Another replica's task is followed from its snapshot: resuming from the
+    /// shared stream is not done yet, and a snapshot is always a correct answer.
+    pub async fn subscribe(&self, after: Option<u64>) -> Result<Option<Subscription>, A2aError> {
         match self {
-            Self::Local(handle) => Ok(handle.subscribe().await),
+            Self::Local(handle) => Ok(handle.subscribe_after(after).await),
             Self::Remote { fleet, owner, task_id } => fleet.follow(owner, task_id).await,
         }
     }

@@ -120,8 +120,22 @@ pub(crate) fn set_status(
             context_id: task.context_id.clone(),
             status: Some(status),
             metadata,
+            // Set as the actor publishes it (`stamp_generation`).
+            generation: 0,
         },
     }
+}
+
+/// Marks `payload` (an update) and `task` with the task's new `generation` (A2A dev-1.1):
+/// the update carries the value after it, and the task that of its last update.
+pub(crate) fn stamp_generation(task: &mut Arc<Task>, payload: &mut Payload, generation: u64) {
+    let generation = generation as i64;
+    match payload {
+        Payload::StatusUpdate(update) => update.generation = generation,
+        Payload::ArtifactUpdate(update) => update.generation = generation,
+        Payload::Task(_) | Payload::Message(_) => {}
+    }
+    Arc::make_mut(task).generation = generation;
 }
 
 /// A FAILED status whose agent message says why, for the client to read.

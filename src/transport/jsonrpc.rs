@@ -12,7 +12,7 @@ use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
 use super::sse;
 use crate::error::A2aError;
-use crate::protojson::{decode, encode_string};
+use crate::protojson::{decode, encode_string_for};
 
 /// Handles one JSON-RPC request.
 pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -34,10 +34,11 @@ pub async fn handle(State(state): State<HttpState>, uri: Uri, headers: HeaderMap
         }
         Ok(Outcome::Stream(stream)) => {
             let id_json = id.to_string();
+            let generation = call.wants_generation();
             sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
                 Ok(event) => Event::default().id(event.seq.to_string()).data(format!(
                     r#"{{"jsonrpc":"2.0","id":{id_json},"result":{}}}"#,
-                    event.json(encode_string)
+                    event.json(generation, |r| encode_string_for(r, generation))
                 )),
                 Err(error) => Event::default().data(error_body(&id, &error).to_string()),
             })

@@ -78,6 +78,8 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
     let extensions = metadata.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
     let mut call = CallContext::from_parameters(version, extensions);
     call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call.last_generation =
+        metadata.get("a2a-last-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call
 }
 
