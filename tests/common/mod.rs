@@ -53,9 +53,16 @@ pub struct TestServerBuilder {
     settings: CoreSettings,
     cors_origins: Vec<String>,
     http: HttpSettings,
+    max_connection_age: Option<Duration>,
 }
 
 impl TestServerBuilder {
+    /// GOAWAY on every connection after `age`.
+    pub fn max_connection_age(mut self, age: Duration) -> Self {
+        self.max_connection_age = Some(age);
+        self
+    }
+
     /// The agent behind the server (the card stays the demo agent's).
     pub fn agent(mut self, agent: impl AgentExecutor + 'static) -> Self {
         self.agent = Arc::new(agent);
@@ -86,12 +93,13 @@ impl TestServerBuilder {
 
 /// The one place a test server is wired: the library's own [`Server`] builder on 127.0.0.1.
 async fn serve(builder: TestServerBuilder) -> TestServer {
-    let TestServerBuilder { agent, settings, cors_origins, http } = builder;
+    let TestServerBuilder { agent, settings, cors_origins, http, max_connection_age } = builder;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let running = Server::new(agent, DemoAgent::card())
         .settings(settings)
         .cors_origins(cors_origins)
         .http(http)
+        .max_connection_age(max_connection_age)
         .start(listener)
         .await
         .expect("start");
@@ -111,6 +119,7 @@ impl TestServer {
             settings: CoreSettings::default(),
             cors_origins: Vec::new(),
             http: HttpSettings::default(),
+            max_connection_age: None,
         }
     }
 
@@ -185,6 +194,16 @@ pub fn item_state(item: &StreamResponse) -> Option<TaskState> {
             TaskState::try_from(update.status.as_ref().map(|s| s.state).unwrap_or(0)).ok()
         }
         _ => None,
+    }
+}
+
+/// The A2A 1.1 generation an item carries (the Task's or the update's; 0 for a message).
+pub fn item_generation(item: &StreamResponse) -> i64 {
+    match &item.payload {
+        Some(Payload::Task(task)) => task.generation,
+        Some(Payload::StatusUpdate(update)) => update.generation,
+        Some(Payload::ArtifactUpdate(update)) => update.generation,
+        _ => 0,
     }
 }
 
