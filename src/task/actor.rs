@@ -54,9 +54,7 @@ pub(super) struct TaskActor {
     last_active: tokio::time::Instant,
     /// In a fleet: the events the shared store has not seen yet.
     journal: Option<Journal>,
-    /// A follow-up message was accepted and the task has published nothing since: the task
-    /// is no longer what its generation described, so `ifGenerationMatch` fails until the
-    /// next update (a message has no event, hence no generation, of its own).
+    /// A follow-up was accepted and nothing published since (see `rules::match_generation`).
     message_pending: bool,
     env: Arc<TaskEnv>,
 }
@@ -220,7 +218,7 @@ impl TaskActor {
         match command {
             Command::Agent(event) => self.on_agent_event(*event),
             Command::Subscribe { after, reply } => {
-                let _ = reply.send(self.subscription_after(after));
+                let _ = reply.send(self.subscription(after));
             }
             Command::Park => {
                 self.persist().await;
@@ -242,13 +240,9 @@ impl TaskActor {
         }
     }
 
-    fn subscription(&self) -> Subscription {
-        self.subscription_after(None)
-    }
-
     /// The task now and a feed from its generation; or, for a resuming subscriber whose events
     /// since `after` are all in the log, a feed from `after` (the core then sends no snapshot).
-    fn subscription_after(&self, after: Option<u64>) -> Subscription {
+    fn subscription(&self, after: Option<u64>) -> Subscription {
         let cursor = after.filter(|&after| self.log.holds_after(after)).unwrap_or(self.log.last_seq());
         Subscription {
             snapshot: self.task.clone(),
@@ -337,7 +331,7 @@ impl TaskActor {
     fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
         match (reply.answer, done) {
             (Answer::Follow, Some(done)) => {
-                let turn = Turn { subscription: self.subscription(), done: Some(done) };
+                let turn = Turn { subscription: self.subscription(None), done: Some(done) };
                 self.deliver(move || reply.send(Ok(Started::Turn(Box::new(turn)))));
             }
             _ => self.settling.push((exec, reply.to)),
@@ -346,11 +340,8 @@ impl TaskActor {
 
     fn on_message(&mut self, turn: FollowUp, reply: Reply) {
         let FollowUp { message, extensions, metadata, accepted_output_modes, if_generation_match } = turn;
-        if let Some(expected) = if_generation_match
-            && (expected != self.task.generation || self.message_pending)
-        {
-            let (task_id, current) = (self.task.id.clone(), self.task.generation);
-            return reply.send(Err(A2aError::TaskGenerationMismatch { task_id, expected, current }));
+        if let Err(error) = rules::match_generation(&self.task, if_generation_match, self.message_pending) {
+            return reply.send(Err(error));
         }
         let message = match rules::accept_message(&mut self.task, message) {
             Ok(message) => message,
@@ -473,10 +464,9 @@ impl TaskActor {
         self.set_status(rules::failure(text));
     }
 
-    /// Publishes an update as the task's next generation (A2A dev-1.1): the update and the
-    /// task both carry it, so the task's generation is always its last update's.
+    /// Publishes an update as the task's next generation (the update and the task carry it;
+    /// the rules just changed the task, so stamping it copies nothing).
     fn publish(&mut self, mut payload: Payload) {
-        // The rules just changed the task, so it is not shared: this copies nothing.
         rules::stamp_generation(&mut self.task, &mut payload, self.log.last_seq() + 1);
         self.message_pending = false;
         self.dirty = match (&payload, self.dirty) {

@@ -138,6 +138,21 @@ pub(crate) fn stamp_generation(task: &mut Arc<Task>, payload: &mut Payload, gene
     Arc::make_mut(task).generation = generation;
 }
 
+/// `ifGenerationMatch` (A2A dev-1.1) for a follow-up message: the task must be at `expected`.
+/// A message accepted since the last update (`pending`) has changed the task without a
+/// generation of its own (it has no event), so it fails the match too until the next update:
+/// two clients racing on one generation cannot both win.
+pub(crate) fn match_generation(task: &Task, expected: Option<i64>, pending: bool) -> Result<(), A2aError> {
+    match expected {
+        Some(expected) if expected != task.generation || pending => Err(A2aError::TaskGenerationMismatch {
+            task_id: task.id.clone(),
+            expected,
+            current: task.generation,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A FAILED status whose agent message says why, for the client to read.
 pub(crate) fn failure(text: &str) -> TaskStatus {
     let message = Message {
