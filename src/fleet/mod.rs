@@ -205,8 +205,13 @@ impl Fleet for RedisFleet {
         Ok(false)
     }
 
-    async fn follow(&self, owner: &Owner, task_id: &str) -> Result<Option<Subscription>, A2aError> {
-        self.0.follow(owner, task_id).await
+    async fn follow(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Option<Subscription>, A2aError> {
+        self.0.follow(owner, task_id, after).await
     }
 
     async fn forward(

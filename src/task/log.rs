@@ -271,6 +271,17 @@ impl Feed {
         self.cursor = self.cursor.max(seq);
     }
 
+    /// Moves the feed so that it yields the events after `seq` (a resuming subscriber's last
+    /// generation): forward always (those events are on their way), backward only while the
+    /// log still holds every event after `seq`. Whether it moved there.
+    pub fn move_to(&mut self, seq: u64) -> bool {
+        if seq < self.cursor && !self.log.holds_after(seq) {
+            return false;
+        }
+        self.cursor = seq;
+        true
+    }
+
     /// The next event, `None` once the task's stream has ended, or an error if this feed fell
     /// behind the log's reach (after which it yields `None`).
     pub async fn next(&mut self) -> Option<Result<Arc<TaskEvent>, A2aError>> {
@@ -412,6 +423,9 @@ mod tests {
         assert!(log.holds_after(3));
         let mut feed = Feed::new(log.clone(), 5, Arc::new(SubscriberCount::default()));
         assert_eq!(feed.next().await.unwrap().unwrap().seq, 6);
+        assert!(!feed.move_to(2), "not back past the log's reach");
+        assert!(feed.move_to(4) && feed.move_to(9), "back within it, and forward");
+        assert_eq!(feed.cursor(), 9);
     }
 
     #[tokio::test]
