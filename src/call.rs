@@ -10,6 +10,15 @@ use std::sync::Arc;
 
 use crate::error::A2aError;
 
+/// The URI of this server's resume extension (`docs/extensions/resume.md`): a client that
+/// activates it gets `generation` fields in JSON and may resume SubscribeToTask after a
+/// generation it saw.
+pub const RESUME_EXTENSION: &str = "https://github.com/a2a-server/extensions/resume/v1";
+
+/// The service parameter (HTTP header, gRPC metadata `a2a-last-generation`) carrying the last
+/// generation a resuming client saw.
+pub const LAST_GENERATION: &str = "A2A-Last-Generation";
+
 /// The principal every call has while authentication is off.
 pub const ANONYMOUS: &str = "anonymous";
 
@@ -77,11 +86,25 @@ pub struct CallContext {
     pub extensions: Vec<String>,
     /// The W3C `traceparent` the client sent, for the request's span.
     pub traceparent: Option<String>,
+    /// The [`LAST_GENERATION`] parameter, as sent (honoured with the resume extension).
+    pub last_generation: Option<String>,
+    /// SSE's `Last-Event-ID` header, as sent (honoured on its own: our event ids are
+    /// generations, and `EventSource` cannot send other headers).
+    pub last_event_id: Option<String>,
 }
 
 impl Default for CallContext {
     fn default() -> Self {
-        Self::from_parameters(None, [])
+        Self {
+            principal: ANONYMOUS.to_owned(),
+            tenants: Tenants::Any,
+            authentication: None,
+            version: None,
+            extensions: Vec::new(),
+            traceparent: None,
+            last_generation: None,
+            last_event_id: None,
+        }
     }
 }
 
@@ -96,13 +119,38 @@ impl CallContext {
             .filter(|uri| !uri.is_empty())
             .map(str::to_owned)
             .collect();
-        Self {
-            principal: ANONYMOUS.to_owned(),
-            tenants: Tenants::Any,
-            authentication: None,
-            version: version.map(|v| v.trim().to_owned()),
-            extensions,
-            traceparent: None,
+        Self { version: version.map(|v| v.trim().to_owned()), extensions, ..Self::default() }
+    }
+
+    /// Whether the client activated the resume extension.
+    pub fn resumes(&self) -> bool {
+        self.extensions.iter().any(|uri| uri == RESUME_EXTENSION)
+    }
+
+    /// Whether JSON answers carry the `generation` fields: for clients that ask for A2A 1.1
+    /// (or a later 1.x) or activate the resume extension. Older JSON clients may reject
+    /// unknown fields, so they get exactly the v1.0 form.
+    pub fn wants_generation(&self) -> bool {
+        let minor = self
+            .version
+            .as_deref()
+            .and_then(|v| v.strip_prefix("1."))
+            .and_then(|rest| rest.split('.').next().and_then(|minor| minor.parse::<u32>().ok()));
+        minor.is_some_and(|minor| minor >= 1) || self.resumes()
+    }
+
+    /// The generation a resuming SubscribeToTask continues after: [`LAST_GENERATION`] with the
+    /// resume extension active, else `Last-Event-ID`; `None` for an ordinary subscription.
+    /// A value that is not a non-negative integer is INVALID_ARGUMENT.
+    pub fn resume_after(&self) -> Result<Option<u64>, A2aError> {
+        let (name, value) = match (&self.last_generation, &self.last_event_id) {
+            (Some(value), _) if self.resumes() => (LAST_GENERATION, value),
+            (_, Some(value)) => ("Last-Event-ID", value),
+            _ => return Ok(None),
+        };
+        match value.trim().parse::<u64>() {
+            Ok(generation) => Ok(Some(generation)),
+            Err(_) => Err(A2aError::invalid_field(name, format!("{value:?} is not a generation"))),
         }
     }
 
@@ -197,6 +245,36 @@ mod tests {
         let call = CallContext::default().authenticated(Some(&refused));
         assert_eq!(call.principal, ANONYMOUS);
         assert!(call.check_authentication(false).is_err());
+    }
+
+    #[test]
+    fn generation_in_json_for_1_1_or_the_extension() {
+        for (version, ext, wants) in [
+            (None, None, false),
+            (Some("1.0"), None, false),
+            (Some("1"), None, false),
+            (Some("1.1"), None, true),
+            (Some("1.2"), None, true),
+            (Some("1.0"), Some(RESUME_EXTENSION), true),
+            (None, Some("urn:other"), false),
+        ] {
+            let call = CallContext::from_parameters(version, ext);
+            assert_eq!(call.wants_generation(), wants, "{version:?} {ext:?}");
+        }
+    }
+
+    #[test]
+    fn resume_cursor() {
+        let mut call = CallContext::from_parameters(None, []);
+        call.last_generation = Some("4".into());
+        assert_eq!(call.resume_after(), Ok(None), "not without the extension");
+        call.extensions.push(RESUME_EXTENSION.into());
+        assert_eq!(call.resume_after(), Ok(Some(4)));
+        call.last_generation = Some("x".into());
+        assert_eq!(call.resume_after().unwrap_err().reason(), "INVALID_PARAMS");
+        let mut sse = CallContext::from_parameters(None, []);
+        sse.last_event_id = Some("7".into());
+        assert_eq!(sse.resume_after(), Ok(Some(7)));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The public Agent Card: built from flags or a card file, completed with what the server
 //! really offers (its interfaces and capabilities), and validated at start-up.
+use crate::call::RESUME_EXTENSION;
 use crate::error::A2aError;
-use crate::proto::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
+use crate::proto::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill};
 
 /// The protocol version every interface declares.
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -90,7 +91,18 @@ pub fn build(base: AgentCard, overrides: CardOverrides, facts: &CardFacts) -> Re
         interface(format!("{http_url}/"), "JSONRPC"),
         interface(http_url, "HTTP+JSON"),
     ];
-    let extensions = card.capabilities.take().map(|c| c.extensions).unwrap_or_default();
+    let mut extensions = card.capabilities.take().map(|c| c.extensions).unwrap_or_default();
+    if !extensions.iter().any(|e| e.uri == RESUME_EXTENSION) {
+        extensions.push(AgentExtension {
+            uri: RESUME_EXTENSION.to_owned(),
+            description: "Resumable streams and A2A 1.1 generations in JSON: send \
+                A2A-Last-Generation on SubscribeToTask to get only the updates after it \
+                (docs/extensions/resume.md)"
+                .to_owned(),
+            required: false,
+            params: None,
+        });
+    }
     card.capabilities = Some(AgentCapabilities {
         streaming: Some(facts.streaming),
         push_notifications: Some(facts.push_notifications),
@@ -211,6 +223,9 @@ mod tests {
         let capabilities = card.capabilities.unwrap();
         assert_eq!(capabilities.streaming, Some(true));
         assert_eq!(capabilities.push_notifications, Some(false));
+        let uris: Vec<_> = capabilities.extensions.iter().map(|e| e.uri.as_str()).collect();
+        assert_eq!(uris, [RESUME_EXTENSION], "the resume extension is declared, not required");
+        assert!(!capabilities.extensions[0].required);
     }
 
     #[test]

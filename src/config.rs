@@ -86,6 +86,23 @@ pub struct Config {
     #[arg(long, env = "A2A_TASK_IDLE_SECS", default_value_t = 60)]
     pub task_idle_secs: u64,
 
+    /// The longest a long-polling GetTask (`currentGeneration`) is held before it answers
+    /// with the task as it is; 0: answer at once.
+    #[arg(long, env = "A2A_MAX_LONG_POLL_SECS", default_value_t = 30)]
+    pub max_long_poll_secs: u64,
+
+    /// Seconds a SubscribeToTask or SendStreamingMessage stream may last before the server
+    /// ends it with a resumable close (gRPC UNAVAILABLE / an SSE error event naming the last
+    /// generation sent), so that clients resume on any replica; 0: no limit.
+    #[arg(long, env = "A2A_MAX_STREAM_SECS", default_value_t = 0)]
+    pub max_stream_secs: u64,
+
+    /// Seconds after which the server sends an HTTP/2 GOAWAY on a connection (streams in
+    /// flight finish; new calls go to a new connection, which a load balancer may place on
+    /// another replica); 0: never.
+    #[arg(long, env = "A2A_MAX_CONNECTION_AGE", default_value_t = 0)]
+    pub max_connection_age: u64,
+
     /// Serve the HTTP side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes) on this address
     /// instead of sharing --listen.
     #[arg(long, env = "A2A_HTTP_LISTEN")]
@@ -438,6 +455,8 @@ impl Config {
             event_log_capacity: self.event_log_capacity as usize,
             event_log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             idle_timeout: (self.task_idle_secs > 0).then(|| Duration::from_secs(self.task_idle_secs)),
+            max_long_poll: Duration::from_secs(self.max_long_poll_secs),
+            max_stream: (self.max_stream_secs > 0).then(|| Duration::from_secs(self.max_stream_secs)),
             push_notifications: self.push,
             push,
             ..CoreSettings::default()

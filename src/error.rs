@@ -77,6 +77,17 @@ pub enum A2aError {
     /// The requested `A2A-Version` is not served here.
     #[error("A2A version {0:?} is not supported; this server speaks 1.x")]
     VersionNotSupported(String),
+    /// A follow-up message named a generation (`ifGenerationMatch`, A2A dev-1.1) the task is
+    /// no longer (or not yet) at.
+    #[error("task {task_id} is at generation {current}, not {expected}")]
+    TaskGenerationMismatch {
+        /// The task.
+        task_id: String,
+        /// The generation the client expected.
+        expected: i64,
+        /// The task's generation now.
+        current: i64,
+    },
     /// A request field is missing or malformed.
     #[error("{message}")]
     InvalidParams {
@@ -113,6 +124,20 @@ pub enum A2aError {
     /// The server is shutting down or cannot serve now; try another replica.
     #[error("{0}")]
     Unavailable(String),
+    /// A task stream the server ended on purpose (it reached `--max-stream-secs`, or the
+    /// server drains): retryable, as UNAVAILABLE, and resumable after `last_generation` (the
+    /// generation of the last item sent) with the resume extension, on any replica.
+    #[error(
+        "{why}; call SubscribeToTask again (after generation {last_generation} with the resume extension)"
+    )]
+    StreamClosed {
+        /// The task.
+        task_id: String,
+        /// The generation of the last item the stream sent.
+        last_generation: u64,
+        /// Why the stream ended.
+        why: String,
+    },
     /// A server-side failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -141,6 +166,9 @@ impl A2aError {
             | Self::Internal(text) => (text.clone(), String::new()),
             Self::InvalidParams { message, .. } => (message.clone(), String::new()),
             Self::SubscriberLagged { task_id, missed } => (task_id.clone(), missed.to_string()),
+            Self::TaskGenerationMismatch { task_id, expected, current } => {
+                (task_id.clone(), format!("{expected}/{current}"))
+            }
             other => return ("INTERNAL_ERROR".to_owned(), other.to_string(), String::new()),
         };
         (self.reason().to_owned(), a, b)
@@ -156,6 +184,14 @@ impl A2aError {
             "UNAVAILABLE" => Self::Unavailable(a),
             "INVALID_PARAMS" => Self::InvalidParams { message: a, violations: Vec::new() },
             "SUBSCRIBER_LAGGED" => Self::SubscriberLagged { task_id: a, missed: b.parse().unwrap_or(0) },
+            "TASK_GENERATION_MISMATCH" => {
+                let (expected, current) = b.split_once('/').unwrap_or_default();
+                Self::TaskGenerationMismatch {
+                    task_id: a,
+                    expected: expected.parse().unwrap_or(0),
+                    current: current.parse().unwrap_or(0),
+                }
+            }
             _ => Self::Internal(a),
         }
     }
@@ -172,6 +208,7 @@ impl A2aError {
             Self::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             Self::ExtensionSupportRequired(_) => "EXTENSION_SUPPORT_REQUIRED",
             Self::VersionNotSupported(_) => "VERSION_NOT_SUPPORTED",
+            Self::TaskGenerationMismatch { .. } => "TASK_GENERATION_MISMATCH",
             Self::InvalidParams { .. } => "INVALID_PARAMS",
             Self::InvalidRequest(_) => "INVALID_REQUEST",
             Self::JsonParse(_) => "PARSE_ERROR",
@@ -180,6 +217,7 @@ impl A2aError {
             // The spec names the categories (§3.3.2) but no reasons; these are a2a-go's.
             Self::Unauthenticated(_) => "UNAUTHENTICATED",
             Self::PermissionDenied(_) => "UNAUTHORIZED",
+            Self::StreamClosed { .. } => "STREAM_CLOSED",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
@@ -188,7 +226,7 @@ impl A2aError {
     /// The ErrorInfo `domain`: the spec's for spec-defined errors, ours for the rest.
     pub fn domain(&self) -> &'static str {
         match self {
-            Self::SubscriberLagged { .. } | Self::Unavailable(_) => SERVER_DOMAIN,
+            Self::SubscriberLagged { .. } | Self::Unavailable(_) | Self::StreamClosed { .. } => SERVER_DOMAIN,
             _ => A2A_DOMAIN,
         }
     }
@@ -218,6 +256,15 @@ impl A2aError {
             Self::VersionNotSupported(version) => {
                 metadata.insert("version".to_owned(), version.clone());
             }
+            Self::StreamClosed { task_id, last_generation, .. } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("lastGeneration".to_owned(), last_generation.to_string());
+            }
+            Self::TaskGenerationMismatch { task_id, expected, current } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("expectedGeneration".to_owned(), expected.to_string());
+                metadata.insert("currentGeneration".to_owned(), current.to_string());
+            }
             _ => {}
         }
         metadata
@@ -246,10 +293,11 @@ impl A2aError {
             | Self::InvalidRequest(_)
             | Self::JsonParse(_) => Code::InvalidArgument,
             Self::MethodNotFound(_) => Code::Unimplemented,
+            Self::TaskGenerationMismatch { .. } => Code::Aborted,
             Self::SubscriberLagged { .. } => Code::ResourceExhausted,
             Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::PermissionDenied(_) => Code::PermissionDenied,
-            Self::Unavailable(_) => Code::Unavailable,
+            Self::Unavailable(_) | Self::StreamClosed { .. } => Code::Unavailable,
             Self::InvalidAgentResponse(_) | Self::Internal(_) => Code::Internal,
         }
     }
@@ -266,6 +314,7 @@ impl A2aError {
             Self::ExtendedAgentCardNotConfigured => -32007,
             Self::ExtensionSupportRequired(_) => -32008,
             Self::VersionNotSupported(_) => -32009,
+            Self::TaskGenerationMismatch { .. } => -32010,
             Self::InvalidParams { .. } => -32602,
             Self::InvalidRequest(_) => -32600,
             Self::JsonParse(_) => -32700,
@@ -273,7 +322,10 @@ impl A2aError {
             // Outside the spec's table; the codes a2a-go uses, so its clients recognise them.
             Self::Unauthenticated(_) => -31401,
             Self::PermissionDenied(_) => -31403,
-            Self::SubscriberLagged { .. } | Self::Unavailable(_) | Self::Internal(_) => -32603,
+            Self::SubscriberLagged { .. }
+            | Self::Unavailable(_)
+            | Self::StreamClosed { .. }
+            | Self::Internal(_) => -32603,
         }
     }
 
@@ -282,10 +334,11 @@ impl A2aError {
         match self {
             Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => 404,
             Self::MethodNotFound(_) => 404,
+            Self::TaskGenerationMismatch { .. } => 409,
             Self::SubscriberLagged { .. } => 429,
             Self::Unauthenticated(_) => 401,
             Self::PermissionDenied(_) => 403,
-            Self::Unavailable(_) => 503,
+            Self::Unavailable(_) | Self::StreamClosed { .. } => 503,
             Self::InvalidAgentResponse(_) | Self::Internal(_) => 500,
             _ => 400,
         }

@@ -1,6 +1,8 @@
 //! # a2a-server
 //!
-//! A gRPC-first server for the A2A (Agent2Agent) protocol v1.0.
+//! A gRPC-first server for the A2A (Agent2Agent) protocol v1.0, with the `generation` fields of
+//! the v1.1 line (a2aproject/A2A `dev-1.1`) and a resume extension for task streams
+//! (`docs/extensions/resume.md`).
 //!
 //! Data flows one way: wire → decode → [`core`] → task actor → events → encode → wire. A
 //! binding never reaches into an actor; the core never sees HTTP, tonic or a store's engine.
@@ -16,7 +18,8 @@
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
 //! - [`auth`]: who is calling: API keys and JWTs (`--auth FILE`) checked once per request in
 //!   a layer in front of every binding; the outcome travels in the request's extensions.
-//! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
+//! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`, the
+//!   resume cursor), and which JSON form it gets (with `generation` or exactly v1.0's).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
 //! - [`task`]: the per-task actor (`actor.rs`, the task's only writer), the pure rules that

@@ -143,7 +143,11 @@ async fn run(config: Config) -> Result<(), BoxError> {
         .settings(settings)
         .http(config.http_settings())
         .cors_origins(config.cors_origins.clone())
-        .ui(config.ui);
+        .ui(config.ui)
+        .max_connection_age(
+            (config.max_connection_age > 0)
+                .then(|| std::time::Duration::from_secs(config.max_connection_age)),
+        );
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
     }

@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 
 use prost::{Message, Name};
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor};
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor, ReflectMessage};
 use serde_json::Value;
 
 use crate::error::A2aError;
@@ -67,10 +67,67 @@ pub fn encode_string<T: Message + Name>(message: &T) -> String {
     serde_json::to_string(&dynamic(message)).expect("ProtoJSON of a valid message serializes")
 }
 
+/// The messages that carry A2A dev-1.1's `generation` field.
+const WITH_GENERATION: [&str; 3] =
+    ["lf.a2a.v1.Task", "lf.a2a.v1.TaskStatusUpdateEvent", "lf.a2a.v1.TaskArtifactUpdateEvent"];
+
+/// Clears `generation` in `message` if it carries one, else in the messages directly inside it
+/// (a StreamResponse's payload, a SendMessageResponse's task, a ListTasksResponse's tasks).
+fn strip_generation(message: &mut DynamicMessage) {
+    let descriptor = message.descriptor();
+    if WITH_GENERATION.contains(&descriptor.full_name()) {
+        message.clear_field_by_name("generation");
+        return;
+    }
+    for field in descriptor.fields() {
+        let carries = field.kind().as_message().is_some_and(|m| WITH_GENERATION.contains(&m.full_name()));
+        if !carries || !message.has_field(&field) {
+            continue;
+        }
+        match message.get_field_mut(&field) {
+            prost_reflect::Value::Message(inner) => inner.clear_field_by_name("generation"),
+            prost_reflect::Value::List(items) => {
+                for item in items {
+                    if let prost_reflect::Value::Message(inner) = item {
+                        inner.clear_field_by_name("generation");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `message` for a JSON client: with the `generation` fields (A2A dev-1.1) only when
+/// `generation` (see [`crate::call::CallContext::wants_generation`]); without, exactly the
+/// v1.0 form.
+fn dynamic_for<T: Message + Name>(message: &T, generation: bool) -> DynamicMessage {
+    let mut dynamic = dynamic(message);
+    if !generation {
+        strip_generation(&mut dynamic);
+    }
+    dynamic
+}
+
+/// [`encode`], with the `generation` fields only when `generation`.
+pub fn encode_for<T: Message + Name>(message: &T, generation: bool) -> Value {
+    serde_json::to_value(dynamic_for(message, generation)).expect("ProtoJSON of a valid message serializes")
+}
+
+/// [`encode_string`], with the `generation` fields only when `generation`.
+pub fn encode_string_for<T: Message + Name>(message: &T, generation: bool) -> String {
+    serde_json::to_string(&dynamic_for(message, generation)).expect("ProtoJSON of a valid message serializes")
+}
+
 /// `ListTasksResponse` must always carry `nextPageToken`, `pageSize` and `totalSize`, even at
 /// their default values (spec §3.1.4), and `tasks` even when empty.
 pub fn encode_list_tasks(response: &ListTasksResponse) -> Value {
-    let mut value = encode(response);
+    encode_list_tasks_for(response, true)
+}
+
+/// [`encode_list_tasks`], with the tasks' `generation` only when `generation`.
+pub fn encode_list_tasks_for(response: &ListTasksResponse, generation: bool) -> Value {
+    let mut value = encode_for(response, generation);
     if let Value::Object(map) = &mut value {
         map.entry("tasks").or_insert_with(|| Value::Array(Vec::new()));
         map.entry("nextPageToken").or_insert_with(|| Value::String(String::new()));
@@ -143,6 +200,20 @@ mod tests {
         let message: A2aMessage =
             decode_strict(&json!({"message_id": "m", "role": 2, "extensions": null})).unwrap();
         assert_eq!((message.message_id.as_str(), message.role), ("m", Role::Agent as i32));
+    }
+
+    #[test]
+    fn generation_only_when_asked_for() {
+        use crate::proto::{StreamResponse, TaskStatusUpdateEvent, stream_response::Payload};
+        let task = Task { id: "t".into(), generation: 3, ..Default::default() };
+        assert_eq!(encode_for(&task, true), json!({"id": "t", "generation": "3"}));
+        assert_eq!(encode_for(&task, false), json!({"id": "t"}));
+        let update = TaskStatusUpdateEvent { task_id: "t".into(), generation: 4, ..Default::default() };
+        let event = StreamResponse { payload: Some(Payload::StatusUpdate(update)) };
+        assert_eq!(encode_string_for(&event, false), r#"{"statusUpdate":{"taskId":"t"}}"#);
+        assert_eq!(encode_string_for(&event, true), r#"{"statusUpdate":{"taskId":"t","generation":"4"}}"#);
+        let list = ListTasksResponse { tasks: vec![task], ..Default::default() };
+        assert_eq!(encode_list_tasks_for(&list, false)["tasks"], json!([{"id": "t"}]));
     }
 
     #[test]

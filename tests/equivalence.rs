@@ -44,7 +44,9 @@ impl Scenario {
         run: for<'a> fn(&'a Client) -> BoxFuture<'a, Steps>,
         check: fn(&Steps),
     ) -> Self {
-        Self { name, run, check, fails_with: None, version: "1.0" }
+        // 1.1: every binding then carries A2A dev-1.1's `generation`, so the runs also agree on
+        // it (what v1.0 JSON clients get instead is `tests/generation.rs`'s business).
+        Self { name, run, check, fails_with: None, version: "1.1" }
     }
 
     /// Every step must fail with `reason` and the gRPC code named `code`.

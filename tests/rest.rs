@@ -281,5 +281,8 @@ async fn idle_sse_streams_get_keep_alive_comments() {
             tokio::time::timeout(PATIENCE, body.next()).await.expect("a keep-alive").unwrap().unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    assert!(seen.starts_with("id: 1\ndata: {\"task\""), "the snapshot at sequence 1 first: {seen}");
+    assert!(
+        seen.starts_with("id: 2\ndata: {\"task\""),
+        "the snapshot at generation 2 (created, INPUT_REQUIRED) first: {seen}"
+    );
 }

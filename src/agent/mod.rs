@@ -232,6 +232,8 @@ impl EventSink {
             context_id: self.context_id.clone(),
             status: Some(TaskStatus { state: state as i32, message, timestamp: None }),
             metadata: None,
+            // The task's actor numbers it.
+            generation: 0,
         }))
         .await
     }
@@ -291,6 +293,8 @@ impl EventSink {
             append,
             last_chunk,
             metadata: None,
+            // The task's actor numbers it.
+            generation: 0,
         }))
         .await
     }

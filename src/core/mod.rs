@@ -59,6 +59,12 @@ pub struct CoreSettings {
     /// before it hibernates to the store; the next call that needs the actor revives it.
     /// `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
+    /// The longest a long-polling GetTask (`currentGeneration`, A2A dev-1.1) is held.
+    pub max_long_poll: std::time::Duration,
+    /// How long a SubscribeToTask or SendStreamingMessage stream may last before the server
+    /// ends it with a resumable close (so a load balancer can move the client); `None`: for
+    /// ever.
+    pub max_stream: Option<std::time::Duration>,
     /// How webhooks are delivered when `push_notifications` is on.
     pub push: PushSettings,
     /// Every call needs a checked credential (authentication is on): a call whose binding
@@ -77,6 +83,8 @@ impl Default for CoreSettings {
             event_log_bytes: 16 * 1024 * 1024,
             task_queue_capacity: 64,
             idle_timeout: Some(std::time::Duration::from_secs(60)),
+            max_long_poll: std::time::Duration::from_secs(30),
+            max_stream: None,
             push: PushSettings::default(),
             require_authentication: false,
         }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use super::stream::turn_stream;
+use super::stream::{Ends, turn_stream};
 use super::tasks::trimmed;
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
@@ -102,7 +102,10 @@ async fn send_streaming_message(
             let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
-        Started::Turn(turn) => turn_stream(*turn, history_length, Some(core.draining())),
+        Started::Turn(turn) => {
+            let ends = Ends { shutdown: Some(core.draining()), max_age: core.settings.max_stream };
+            turn_stream(*turn, history_length, ends)
+        }
         Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
     })
 }
@@ -131,6 +134,8 @@ async fn begin(
             extensions: call.extensions.clone(),
             metadata,
             accepted_output_modes: configuration.accepted_output_modes,
+            // Only for follow-ups: a message that creates a task has nothing to match.
+            if_generation_match: configuration.if_generation_match,
         };
         // Boxed: its state would otherwise enlarge every SendMessage's future.
         return Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await;
@@ -160,6 +165,8 @@ async fn begin(
             timestamp: Some(now()),
         }),
         history: vec![message.clone()],
+        // A2A dev-1.1: the creation is generation 1; the agent's first update is 2.
+        generation: 1,
         ..Default::default()
     };
     let ctx = RequestContext {

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use tokio::sync::{oneshot, watch};
 
 use super::{Core, EventStream, state_name, validate};
-use crate::call::CallContext;
+use crate::call::{CallContext, LAST_GENERATION};
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, SubscribeToTaskRequest, Task, TaskState, stream_response::Payload};
 use crate::task::handle::{Subscription, Turn};
@@ -18,6 +18,12 @@ use crate::task::{is_interrupted, is_terminal, state_of};
 
 impl Core {
     /// SubscribeToTask: the Task now, then every update until it is terminal.
+    ///
+    /// A resuming caller (the resume extension's `A2A-Last-Generation`, or SSE's
+    /// `Last-Event-ID`; see `docs/extensions/resume.md`) gets exactly the updates after the
+    /// generation it names, with no Task first, when the task's log still holds them all;
+    /// otherwise the Task first as usual (its generation shows the jump). A generation the
+    /// task has not reached is INVALID_ARGUMENT.
     pub async fn subscribe_to_task(
         &self,
         call: &CallContext,
@@ -26,17 +32,47 @@ impl Core {
         self.admit(call)?;
         self.require_streaming()?;
         validate::task_id("id", &request.id)?;
+        let after = call.resume_after()?;
         let owner = call.owner(&request.tenant)?;
-        match with_live(&self.env, &owner, &request.id, |handle| async move { handle.subscribe().await })
+        match with_live(&self.env, &owner, &request.id, |handle| async move { handle.subscribe(after).await })
             .await?
         {
-            Found::Live(subscription) => Ok(subscription_stream(subscription, self.draining())),
+            Found::Live(subscription) => {
+                let current = generation_of(&subscription.snapshot).max(subscription.feed.cursor());
+                check_not_ahead(&request.id, after, current)?;
+                // The feed starts at the caller's cursor only when the log held every event since.
+                let resumed = after == Some(subscription.feed.cursor());
+                let ends = Ends { shutdown: Some(self.draining()), max_age: self.settings.max_stream };
+                Ok(subscription_stream(subscription, ends, resumed))
+            }
+            Found::Finished(task) if after.is_some() => {
+                // A resuming caller is never refused for being late: it gets the final Task.
+                check_not_ahead(&request.id, after, generation_of(&task))?;
+                let snapshot = snapshot_event(Arc::unwrap_or_clone(task.clone()), generation_of(&task));
+                Ok(futures::stream::iter([Ok(snapshot)]).boxed())
+            }
             Found::Finished(task) => Err(A2aError::UnsupportedOperation(format!(
                 "task {} is in terminal state {}; there is nothing to subscribe to",
                 task.id,
                 state_name(&task)
             ))),
         }
+    }
+}
+
+/// A task's generation as a log position.
+fn generation_of(task: &Task) -> u64 {
+    task.generation.max(0) as u64
+}
+
+/// A resume cursor past the task's generation comes from somewhere else: INVALID_ARGUMENT.
+fn check_not_ahead(task_id: &str, after: Option<u64>, current: u64) -> Result<(), A2aError> {
+    match after {
+        Some(after) if after > current => Err(A2aError::invalid_field(
+            LAST_GENERATION,
+            format!("generation {after} is ahead of task {task_id}, which is at generation {current}"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -48,29 +84,36 @@ fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
 /// The stream of one message's turn: the Task, then events until the task is terminal or
 /// interrupted. If the turn's execution ends while the task is already waiting (the agent had
 /// nothing to add), the stream ends too rather than waiting for some later turn.
-pub(super) fn turn_stream(
-    turn: Turn,
-    history_length: Option<i32>,
-    shutdown: Option<watch::Receiver<bool>>,
-) -> EventStream {
+pub(super) fn turn_stream(turn: Turn, history_length: Option<i32>, ends: Ends) -> EventStream {
     let Turn { subscription, done } = turn;
-    follow(subscription, history_length, shutdown, true, done)
+    follow(subscription, history_length, ends, true, done, true)
+}
+
+/// What ends a stream early, with a resumable close ([`A2aError::StreamClosed`]): the server
+/// draining, and the stream's maximum age.
+pub(super) struct Ends {
+    /// Becomes true when the server drains.
+    pub shutdown: Option<watch::Receiver<bool>>,
+    /// `--max-stream-secs`.
+    pub max_age: Option<std::time::Duration>,
 }
 
 /// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
-fn subscription_stream(subscription: Subscription, shutdown: watch::Receiver<bool>) -> EventStream {
-    follow(subscription, None, Some(shutdown), false, None)
+/// A `resumed` one starts with the events after the caller's cursor, without the Task.
+fn subscription_stream(subscription: Subscription, ends: Ends, resumed: bool) -> EventStream {
+    follow(subscription, None, ends, false, None, !resumed)
 }
 
 /// Yields the snapshot, then the feed's events. A subscription ends after the terminal event;
 /// a `turn` also ends at an interrupted state, or when its execution is over (`done`) while
-/// the task waits. Draining ends it with UNAVAILABLE.
+/// the task waits. Draining or the maximum age ends it with a resumable close.
 fn follow(
     subscription: Subscription,
     history_length: Option<i32>,
-    shutdown: Option<watch::Receiver<bool>>,
+    ends: Ends,
     turn: bool,
     done: Option<oneshot::Receiver<()>>,
+    snapshot_first: bool,
 ) -> EventStream {
     let Subscription { snapshot, mut feed } = subscription;
     // Without an execution to wait for: a receiver whose sender never fires.
@@ -84,14 +127,25 @@ fn follow(
         let mut state = state_of(snapshot.status.as_ref());
         let mut snapshot = Arc::unwrap_or_clone(snapshot);
         trim_history(&mut snapshot, history_length);
-        yield Ok(snapshot_event(snapshot, feed.cursor()));
+        let task_id = snapshot.id.clone();
+        // The generation of the last item sent, for a resumable close.
+        let mut sent = feed.cursor();
+        if snapshot_first {
+            yield Ok(snapshot_event(snapshot, feed.cursor()));
+        }
         let _never = never;
-        let mut draining = shutdown;
+        let mut draining = ends.shutdown;
+        let too_old = sleep_for(ends.max_age);
+        tokio::pin!(too_old);
         loop {
             tokio::select! {
                 biased;
                 _ = drained(&mut draining) => {
-                    yield Err(shutting_down());
+                    yield Err(closed(task_id, sent, "the server is shutting down"));
+                    break;
+                }
+                () = &mut too_old => {
+                    yield Err(closed(task_id, sent, "the stream reached the server's maximum age"));
                     break;
                 }
                 next = feed.next() => match next {
@@ -102,6 +156,7 @@ fn follow(
                     }
                     Some(Ok(event)) => {
                         let new_state = event.state();
+                        sent = event.seq;
                         yield Ok(event);
                         if let Some(new_state) = new_state {
                             state = new_state;
@@ -133,8 +188,15 @@ async fn drained(shutdown: &mut Option<watch::Receiver<bool>>) {
     std::future::pending().await
 }
 
-fn shutting_down() -> A2aError {
-    A2aError::Unavailable(
-        "the server is shutting down; call SubscribeToTask again (on another replica)".into(),
-    )
+/// Resolves after `age`; never without one.
+async fn sleep_for(age: Option<std::time::Duration>) {
+    match age {
+        Some(age) => tokio::time::sleep(age).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The resumable close of a stream that sent up to generation `sent`.
+fn closed(task_id: String, last_generation: u64, why: &str) -> A2aError {
+    A2aError::StreamClosed { task_id, last_generation, why: why.to_owned() }
 }

@@ -6,9 +6,11 @@ use super::{Core, state_name};
 use crate::call::{CallContext, Owner};
 use crate::error::A2aError;
 use crate::proto::{CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, Task, TaskState};
+use crate::task::fleet::TaskRef;
 use crate::task::registry::{Found, stored_task, with_live};
 use crate::task::store::{Cursor, TaskQuery};
 use crate::task::view::trim_history;
+use crate::task::{is_terminal, state_of};
 
 impl Core {
     /// GetTask.
@@ -27,8 +29,41 @@ impl Core {
         v.require_id("id", &request.id);
         v.non_negative("historyLength", request.history_length);
         v.into_result()?;
-        let task = self.current_task(&call.owner(&request.tenant)?, &request.id).await?;
+        let owner = call.owner(&request.tenant)?;
+        let task = match request.current_generation {
+            None => self.current_task(&owner, &request.id).await?,
+            Some(known) => self.task_after(&owner, &request.id, known).await?,
+        };
         Ok(trimmed(task, request.history_length))
+    }
+
+    /// Long-poll (A2A dev-1.1 `currentGeneration`): the task once its generation is past
+    /// `known`, or as it is when it is terminal or `max_long_poll` has passed. The wait is a
+    /// feed on the task's log, woken by its next update: no polling, no thread.
+    async fn task_after(&self, owner: &Owner, task_id: &str, known: i64) -> Result<Arc<Task>, A2aError> {
+        let settled = |task: &Task| task.generation > known || is_terminal(state_of(task.status.as_ref()));
+        let task = self.current_task(owner, task_id).await?;
+        if settled(&task) || self.settings.max_long_poll.is_zero() {
+            return Ok(task);
+        }
+        let deadline = tokio::time::Instant::now() + self.settings.max_long_poll;
+        let subscribe = |handle: TaskRef| async move { handle.subscribe(None).await };
+        let subscription = match with_live(&self.env, owner, task_id, subscribe).await? {
+            Found::Live(subscription) => subscription,
+            Found::Finished(task) => return Ok(task),
+        };
+        if settled(&subscription.snapshot) {
+            return Ok(subscription.snapshot);
+        }
+        let mut feed = subscription.feed;
+        // Ends at the deadline, at the end of the task's stream, or at an update past `known`.
+        while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, feed.next()).await {
+            if event.seq as i64 > known {
+                break;
+            }
+        }
+        drop(feed);
+        self.current_task(owner, task_id).await
     }
 
     /// ListTasks: the caller's tasks, newest status first, cursor-paginated.

@@ -75,6 +75,7 @@ impl Inner {
                 request.metadata = turn.metadata;
                 request.accepted_output_modes = turn.accepted_output_modes;
                 request.settle = answer == Answer::Settle;
+                request.if_generation_match = turn.if_generation_match;
                 ("message", false)
             }
         };
@@ -210,6 +211,7 @@ impl Inner {
             extensions: request.extensions.clone(),
             metadata: request.metadata.clone(),
             accepted_output_modes: request.accepted_output_modes.clone(),
+            if_generation_match: request.if_generation_match,
         };
         let answer = if request.settle { Answer::Settle } else { Answer::Follow };
         Some(match handle.send_message(turn, answer).await? {

@@ -14,7 +14,7 @@ use prost::Message as _;
 
 use super::Inner;
 use crate::proto::{StreamResponse, TaskState};
-use crate::task::rules::{failure, set_status};
+use crate::task::rules::{failure, set_status, stamp_generation};
 use crate::task::{is_interrupted, is_terminal, state_of};
 
 /// Overdue tasks looked at per sweep.
@@ -87,7 +87,9 @@ impl Inner {
         let mut task = orphan.task.clone();
         let text = "the replica running this task was lost (it stopped renewing its lease); the task failed";
         let change = set_status(&mut task, failure(text), None);
-        let event = StreamResponse { payload: Some(change.into_payload()) }.encode_to_vec();
+        let mut payload = change.into_payload();
+        stamp_generation(&mut task, &mut payload, orphan.seq + 1);
+        let event = StreamResponse { payload: Some(payload) }.encode_to_vec();
         match self.store.end_orphan(&orphan, &task, event.into(), self.bounds(), &self.replica).await? {
             Ok(()) => {
                 metrics::counter!("a2a_fleet_takeovers_total").increment(1);

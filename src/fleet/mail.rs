@@ -58,6 +58,9 @@ pub struct Request {
     /// Answer once the turn has ended (a blocking SendMessage) rather than at once.
     #[prost(bool, tag = "10")]
     pub settle: bool,
+    /// `ifGenerationMatch` (A2A dev-1.1), checked by the owner's actor.
+    #[prost(int64, optional, tag = "11")]
+    pub if_generation_match: Option<i64>,
 }
 
 impl Request {

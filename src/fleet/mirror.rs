@@ -36,11 +36,14 @@ const MAX_FAILURES: u32 = 5;
 const READ_COUNT: usize = 512;
 
 impl Inner {
-    /// The task's snapshot and a feed of every event after it, from this replica's follower.
+    /// The task's snapshot and a feed of every event after it, from this replica's follower;
+    /// for a resuming caller (`after`: its last generation, at most the snapshot's), a feed
+    /// right after `after` instead when the follower's log still holds every event since.
     pub(super) async fn follow(
         self: &Arc<Self>,
         owner: &Owner,
         task_id: &str,
+        after: Option<u64>,
     ) -> Result<Option<Subscription>, A2aError> {
         let Some(mut feed) = self.join(task_id).await? else {
             return Ok(None);
@@ -51,7 +54,9 @@ impl Inner {
         if is_terminal(state_of(snapshot.status.as_ref())) {
             return Ok(None);
         }
-        feed.skip_to(seq);
+        if !after.is_some_and(|after| after <= seq && feed.move_to(after)) {
+            feed.skip_to(seq);
+        }
         Ok(Some(Subscription { snapshot, feed }))
     }
 

@@ -176,7 +176,7 @@ impl Fleet for RedisFleet {
         // A new task that is over by its first write was never visible to anyone else (its id
         // is fresh and its caller waits for this write): it needs no lease, and the script's
         // seq check still refuses any other writer.
-        let unowned_finish = first_seq == 1 && is_terminal(state_of(task.status.as_ref()));
+        let unowned_finish = first_seq <= 2 && is_terminal(state_of(task.status.as_ref()));
         if !unowned_finish && !inner.holds(&task.id) && !inner.claim(&task.id).await? {
             return Ok(false);
         }
@@ -203,8 +203,13 @@ impl Fleet for RedisFleet {
         Ok(false)
     }
 
-    async fn follow(&self, owner: &Owner, task_id: &str) -> Result<Option<Subscription>, A2aError> {
-        self.0.follow(owner, task_id).await
+    async fn follow(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Option<Subscription>, A2aError> {
+        self.0.follow(owner, task_id, after).await
     }
 
     async fn forward(

@@ -14,7 +14,7 @@ use super::ssrf::GuardedResolver;
 use super::{PushSettings, PushStats};
 use crate::call::Owner;
 use crate::proto::TaskPushNotificationConfig;
-use crate::protojson::encode_string;
+use crate::protojson::encode_string_for;
 use crate::task::log::TaskEvent;
 use crate::task::store::TaskStore;
 
@@ -141,7 +141,8 @@ impl Worker {
     }
 
     async fn deliver(&self, config: &TaskPushNotificationConfig, event: &TaskEvent) {
-        let body = encode_string(&event.response);
+        // Webhook receivers get the v1.0 form: nothing says they read A2A dev-1.1 fields.
+        let body = encode_string_for(&event.response, false);
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {

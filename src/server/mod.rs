@@ -64,6 +64,7 @@ pub struct Server {
     http_listener: Option<TcpListener>,
     shutdown: Option<BoxFuture<'static, ()>>,
     auth: Option<Arc<Authenticator>>,
+    max_connection_age: Option<Duration>,
 }
 
 /// The demo agent with its card.
@@ -91,6 +92,7 @@ impl Server {
             http_listener: None,
             shutdown: None,
             auth: None,
+            max_connection_age: None,
         }
     }
 
@@ -150,6 +152,14 @@ impl Server {
     /// declares the schemes. Off by default: every caller is the one anonymous principal.
     pub fn auth(mut self, auth: Arc<Authenticator>) -> Self {
         self.auth = Some(auth);
+        self
+    }
+
+    /// Sends HTTP/2 GOAWAY on every connection after `age` (`None`, the default: never), so
+    /// that a load balancer can move long-lived clients. Calls in flight finish; the client's
+    /// next call opens a new connection.
+    pub fn max_connection_age(mut self, age: Option<Duration>) -> Self {
+        self.max_connection_age = age;
         self
     }
 
@@ -225,11 +235,13 @@ impl Server {
                 let _ = stopped.wait_for(|stop| *stop).await;
             }
         };
+        let age = self.max_connection_age;
         let task = match self.http_listener {
-            None => tokio::spawn(serve(listener, app.combined(), until())),
+            None => tokio::spawn(serve(listener, app.combined(), until(), age)),
             Some(http_listener) => {
                 let (grpc, http) = app.split();
-                let (grpc, http) = (serve(listener, grpc, until()), serve(http_listener, http, until()));
+                let (grpc, http) =
+                    (serve(listener, grpc, until(), age), serve(http_listener, http, until(), age));
                 tokio::spawn(async move {
                     let (a, b) = tokio::join!(grpc, http);
                     a.and(b)
@@ -308,14 +320,22 @@ pub async fn bind(address: SocketAddr) -> Result<TcpListener, BoxError> {
 }
 
 /// Serves `router` on `listener` (h2c and HTTP/1.1 on the same port) until `shutdown`
-/// resolves.
+/// resolves; with `max_connection_age`, each connection gets a GOAWAY at that age.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send,
+    max_connection_age: Option<Duration>,
 ) -> Result<(), BoxError> {
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(age) = max_connection_age {
+        // Without `max_connection_age_grace`: in tonic 0.14.9 a grace period replaces the
+        // graceful shutdown (GOAWAY) at the age with a hard close after age + grace
+        // (`connection_timeout_future` in transport/server/mod.rs), losing streams in flight.
+        builder = builder.max_connection_age(age);
+    }
+    builder
         .accept_http1(true)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))

@@ -54,6 +54,8 @@ pub(super) struct TaskActor {
     last_active: tokio::time::Instant,
     /// In a fleet: the events the shared store has not seen yet.
     journal: Option<Journal>,
+    /// A follow-up was accepted and nothing published since (see `rules::match_generation`).
+    message_pending: bool,
     env: Arc<TaskEnv>,
 }
 
@@ -71,6 +73,7 @@ impl TaskActor {
         Self {
             log: Arc::new(log),
             journal: env.fleet.clone().map(Journal::new),
+            message_pending: false,
             task,
             handle,
             rx,
@@ -210,8 +213,8 @@ impl TaskActor {
     async fn handle(&mut self, command: Command) {
         match command {
             Command::Agent(event) => self.on_agent_event(*event),
-            Command::Subscribe { reply } => {
-                let _ = reply.send(self.subscription());
+            Command::Subscribe { after, reply } => {
+                let _ = reply.send(self.subscription(after));
             }
             Command::Park => {
                 self.persist().await;
@@ -233,10 +236,13 @@ impl TaskActor {
         }
     }
 
-    fn subscription(&self) -> Subscription {
+    /// The task now and a feed from its generation; or, for a resuming subscriber whose events
+    /// since `after` are all in the log, a feed from `after` (the core then sends no snapshot).
+    fn subscription(&self, after: Option<u64>) -> Subscription {
+        let cursor = after.filter(|&after| self.log.holds_after(after)).unwrap_or(self.log.last_seq());
         Subscription {
             snapshot: self.task.clone(),
-            feed: Feed::new(self.log.clone(), self.log.last_seq(), self.env.subscribers.clone()),
+            feed: Feed::new(self.log.clone(), cursor, self.env.subscribers.clone()),
         }
     }
 
@@ -331,7 +337,7 @@ impl TaskActor {
     fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
         match (reply.answer, done) {
             (Answer::Follow, Some(done)) => {
-                let turn = Turn { subscription: self.subscription(), done: Some(done) };
+                let turn = Turn { subscription: self.subscription(None), done: Some(done) };
                 self.deliver(move || reply.send(Ok(Started::Turn(Box::new(turn)))));
             }
             _ => self.settling.push((exec, reply.to)),
@@ -339,12 +345,16 @@ impl TaskActor {
     }
 
     fn on_message(&mut self, turn: FollowUp, reply: Reply) {
-        let FollowUp { message, extensions, metadata, accepted_output_modes } = turn;
+        let FollowUp { message, extensions, metadata, accepted_output_modes, if_generation_match } = turn;
+        if let Err(error) = rules::match_generation(&self.task, if_generation_match, self.message_pending) {
+            return reply.send(Err(error));
+        }
         let message = match rules::accept_message(&mut self.task, message) {
             Ok(message) => message,
             Err(error) => return reply.send(Err(error)),
         };
         self.dirty = Dirty::State;
+        self.message_pending = true;
         let ctx = RequestContext {
             task_id: self.task.id.clone(),
             context_id: self.task.context_id.clone(),
@@ -460,7 +470,11 @@ impl TaskActor {
         self.set_status(rules::failure(text));
     }
 
-    fn publish(&mut self, payload: Payload) {
+    /// Publishes an update as the task's next generation (the update and the task carry it;
+    /// the rules just changed the task, so stamping it copies nothing).
+    fn publish(&mut self, mut payload: Payload) {
+        rules::stamp_generation(&mut self.task, &mut payload, self.log.last_seq() + 1);
+        self.message_pending = false;
         self.dirty = match (&payload, self.dirty) {
             (Payload::ArtifactUpdate(_), Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
             (Payload::ArtifactUpdate(_), dirty) => dirty,

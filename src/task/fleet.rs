@@ -71,7 +71,14 @@ pub trait Fleet: Send + Sync + 'static {
 
     /// Follows a task owned by another replica (or by none): the Task, then every event after
     /// it, from this replica's one follower of that task.
-    async fn follow(&self, owner: &Owner, task_id: &str) -> Result<Option<Subscription>, A2aError>;
+    /// With `after` (a resuming caller's last generation), the feed starts right after it
+    /// instead when this replica's log still holds every event since.
+    async fn follow(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        after: Option<u64>,
+    ) -> Result<Option<Subscription>, A2aError>;
 
     /// Hands `command` to the replica that owns the task and waits for its answer; `Ok(None)`
     /// when no replica owns it now.
@@ -108,11 +115,13 @@ pub enum TaskRef {
 }
 
 impl TaskRef {
-    /// The task now, with the feed of everything after.
-    pub async fn subscribe(&self) -> Result<Option<Subscription>, A2aError> {
+    /// The task now, with the feed of everything after; with `after` (a resuming caller's
+    /// last generation), a feed right after it instead when the local log still holds every
+    /// event since (for another replica's task: this replica's follower's log).
+    pub async fn subscribe(&self, after: Option<u64>) -> Result<Option<Subscription>, A2aError> {
         match self {
-            Self::Local(handle) => Ok(handle.subscribe().await),
-            Self::Remote { fleet, owner, task_id } => fleet.follow(owner, task_id).await,
+            Self::Local(handle) => Ok(handle.subscribe_after(after).await),
+            Self::Remote { fleet, owner, task_id } => fleet.follow(owner, task_id, after).await,
         }
     }
 

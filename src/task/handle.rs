@@ -15,6 +15,9 @@ use crate::proto::{Message, Task};
 pub(crate) enum Command {
     Agent(Box<AgentEvent>),
     Subscribe {
+        /// A resuming subscriber's last generation: its feed starts right after it when the
+        /// log still holds every event since.
+        after: Option<u64>,
         reply: oneshot::Sender<Subscription>,
     },
     Snapshot {
@@ -67,9 +70,17 @@ pub struct FollowUp {
     pub metadata: Option<pbjson_types::Struct>,
     /// The output modes the caller accepts.
     pub accepted_output_modes: Vec<String>,
+    /// `ifGenerationMatch` (A2A dev-1.1): the message is refused unless the task is at this
+    /// generation when its actor takes it.
+    pub if_generation_match: Option<i64>,
 }
 
 /// A subscriber's start: the task as of some sequence number, and every event after it.
+///
+/// The feed normally starts at the snapshot's generation. A resuming subscriber (see
+/// [`TaskHandle::subscribe_after`]) whose events are all still in the log gets a feed that
+/// starts at its own cursor instead, and needs no snapshot: the core tells the two apart by
+/// the feed's cursor.
 pub struct Subscription {
     /// The task at the moment of subscribing.
     pub snapshot: Arc<Task>,
@@ -136,7 +147,13 @@ impl TaskHandle {
 
     /// The task now, with the feed of everything after.
     pub async fn subscribe(&self) -> Option<Subscription> {
-        self.ask(|reply| Command::Subscribe { reply }).await
+        self.subscribe_after(None).await
+    }
+
+    /// Like [`TaskHandle::subscribe`], but with `after` (a generation the caller has seen) the
+    /// feed starts right after it when the log still holds every event since.
+    pub async fn subscribe_after(&self, after: Option<u64>) -> Option<Subscription> {
+        self.ask(|reply| Command::Subscribe { after, reply }).await
     }
 
     /// Asks the actor to hibernate if its task only waits for the client (see

@@ -6,7 +6,7 @@
 //! delays the agent or anyone else. One that falls further behind than the ring reaches is told
 //! so explicitly ([`A2aError::SubscriberLagged`]) instead of silently missing events.
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::Bytes;
@@ -25,14 +25,15 @@ pub struct TaskEvent {
     pub response: StreamResponse,
     /// The protobuf encoding, made once for every gRPC subscriber.
     proto: OnceLock<Bytes>,
-    /// The ProtoJSON encoding, made once for every SSE subscriber.
-    json: OnceLock<Arc<str>>,
+    /// The ProtoJSON encoding, made once for every SSE subscriber: `[v1.0 form, with the
+    /// dev-1.1 generation fields]`.
+    json: [OnceLock<Arc<str>>; 2],
 }
 
 impl TaskEvent {
     /// An event (or a snapshot, at the sequence number it was taken at).
     pub fn new(seq: u64, response: StreamResponse) -> Self {
-        Self { seq, response, proto: OnceLock::new(), json: OnceLock::new() }
+        Self { seq, response, proto: OnceLock::new(), json: [OnceLock::new(), OnceLock::new()] }
     }
 
     /// The protobuf encoding of `response`, computed by the first subscriber that asks.
@@ -41,9 +42,10 @@ impl TaskEvent {
     }
 
     /// The JSON encoding of `response` made by `encode`, computed by the first subscriber that
-    /// asks (the bindings own the JSON mapping; the log only keeps the result).
-    pub fn json(&self, encode: impl FnOnce(&StreamResponse) -> String) -> Arc<str> {
-        self.json.get_or_init(|| encode(&self.response).into()).clone()
+    /// asks (the bindings own the JSON mapping; the log only keeps the result). `generation`:
+    /// the form with A2A dev-1.1's `generation` fields, cached apart from the v1.0 form.
+    pub fn json(&self, generation: bool, encode: impl FnOnce(&StreamResponse) -> String) -> Arc<str> {
+        self.json[usize::from(generation)].get_or_init(|| encode(&self.response).into()).clone()
     }
 
     /// The task state this event moves to, if it is a status update.
@@ -77,9 +79,12 @@ pub struct EventLog {
     /// Wakes the feeds waiting for an event (one `Notify`: a watch channel would cost about
     /// 300 bytes more per task).
     appended: Notify,
-    /// Feeds reading this log. With none, no event is kept: a new feed starts after the
-    /// newest event, so an idle task nobody follows holds no events at all.
+    /// Feeds reading this log. With none (and none ever, see `followed`), no event is kept:
+    /// a new feed starts after the newest event, so a task nobody follows holds no events.
     feeds: AtomicUsize,
+    /// Set by the first feed: from then on the log keeps its events (within its bounds) even
+    /// while nobody reads, so a subscriber that lost its connection can resume from them.
+    followed: AtomicBool,
 }
 
 impl EventLog {
@@ -101,6 +106,7 @@ impl EventLog {
             ring: RwLock::new(ring),
             appended: Notify::new(),
             feeds: AtomicUsize::new(0),
+            followed: AtomicBool::new(false),
         }
     }
 
@@ -126,7 +132,7 @@ impl EventLog {
             let event = Arc::new(event);
             // Feeds are made by the actor, which is also the only appender: no feed can appear
             // between this check and the push.
-            if self.feeds.load(Ordering::Relaxed) == 0 {
+            if self.feeds.load(Ordering::Relaxed) == 0 && !self.followed.load(Ordering::Relaxed) {
                 ring.events.clear();
                 ring.bytes = 0;
                 return event;
@@ -174,6 +180,14 @@ impl EventLog {
     /// Sequence number of the newest event.
     pub fn last_seq(&self) -> u64 {
         self.ring.read().unwrap_or_else(|e| e.into_inner()).last_seq
+    }
+
+    /// Whether the log holds every event after `cursor` (so a feed may start there). A cursor
+    /// past the newest event does not qualify.
+    pub fn holds_after(&self, cursor: u64) -> bool {
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let first_seq = ring.last_seq + 1 - ring.events.len() as u64;
+        cursor <= ring.last_seq && cursor + 1 >= first_seq
     }
 
     /// Up to `max` events after `cursor`, and whether the log is closed with nothing after them.
@@ -242,6 +256,7 @@ impl Feed {
     /// A feed that yields every event after `cursor`.
     pub fn new(log: Arc<EventLog>, cursor: u64, count: Arc<SubscriberCount>) -> Self {
         log.feeds.fetch_add(1, Ordering::Relaxed);
+        log.followed.store(true, Ordering::Relaxed);
         Self { log, cursor, pending: Vec::new().into_iter(), done: false, _count: CountGuard::new(count) }
     }
 
@@ -254,6 +269,17 @@ impl Feed {
     /// keeps them for this feed from its creation on, so skipping ahead never loses one.
     pub fn skip_to(&mut self, seq: u64) {
         self.cursor = self.cursor.max(seq);
+    }
+
+    /// Moves the feed so that it yields the events after `seq` (a resuming subscriber's last
+    /// generation): forward always (those events are on their way), backward only while the
+    /// log still holds every event after `seq`. Whether it moved there.
+    pub fn move_to(&mut self, seq: u64) -> bool {
+        if seq < self.cursor && !self.log.holds_after(seq) {
+            return false;
+        }
+        self.cursor = seq;
+        true
     }
 
     /// The next event, `None` once the task's stream has ended, or an error if this feed fell
@@ -382,6 +408,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_followed_log_keeps_its_events_for_resuming() {
+        let log = Arc::new(EventLog::starting_at("t".into(), 4, usize::MAX, 1));
+        drop(Feed::new(log.clone(), 1, Arc::new(SubscriberCount::default())));
+        for _ in 0..3 {
+            log.append(chunk());
+        }
+        assert!(log.holds_after(1) && log.holds_after(3) && log.holds_after(4));
+        assert!(!log.holds_after(5), "not from the future");
+        for _ in 0..3 {
+            log.append(chunk());
+        }
+        assert!(!log.holds_after(2), "events 3..=7 are left");
+        assert!(log.holds_after(3));
+        let mut feed = Feed::new(log.clone(), 5, Arc::new(SubscriberCount::default()));
+        assert_eq!(feed.next().await.unwrap().unwrap().seq, 6);
+        assert!(!feed.move_to(2), "not back past the log's reach");
+        assert!(feed.move_to(4) && feed.move_to(9), "back within it, and forward");
+        assert_eq!(feed.cursor(), 9);
+    }
+
+    #[tokio::test]
     async fn a_log_nobody_reads_keeps_no_events() {
         let log = Arc::new(EventLog::new("t".into(), 16, usize::MAX));
         log.append(status(TaskState::Working));
@@ -394,16 +441,16 @@ mod tests {
         assert!(feed.next().await.is_none());
         drop(feed);
         log.append(chunk());
-        assert_eq!(log.ring.read().unwrap().events.len(), 0, "kept again only while read");
+        assert_eq!(log.ring.read().unwrap().events.len(), 2, "kept once followed, for resuming");
     }
 
     #[test]
     fn cached_encodings_are_the_canonical_ones() {
         let event = TaskEvent::new(1, status(TaskState::Working));
         assert_eq!(event.proto_bytes(), prost::Message::encode_to_vec(&event.response));
-        let json = event.json(crate::protojson::encode_string);
+        let json = event.json(true, crate::protojson::encode_string);
         assert_eq!(&*json, crate::protojson::encode_string(&event.response));
-        let again = event.json(|_| unreachable!("encoded once"));
+        let again = event.json(true, |_| unreachable!("encoded once"));
         assert!(Arc::ptr_eq(&json, &again));
     }
 }

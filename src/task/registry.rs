@@ -105,7 +105,9 @@ where
                     if is_terminal(state_of(task.status.as_ref())) {
                         return Ok(Found::Finished(task));
                     }
-                    TaskRef::Local(revive(env, owner.clone(), task, 0))
+                    // The task carries its generation: numbering goes on from it.
+                    let seq = task.generation.max(0) as u64;
+                    TaskRef::Local(revive(env, owner.clone(), task, seq))
                 }
                 Some(fleet) => {
                     let (task, seq) = fleet

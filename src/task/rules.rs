@@ -120,7 +120,36 @@ pub(crate) fn set_status(
             context_id: task.context_id.clone(),
             status: Some(status),
             metadata,
+            // Set as the actor publishes it (`stamp_generation`).
+            generation: 0,
         },
+    }
+}
+
+/// Marks `payload` (an update) and `task` with the task's new `generation` (A2A dev-1.1):
+/// the update carries the value after it, and the task that of its last update.
+pub(crate) fn stamp_generation(task: &mut Arc<Task>, payload: &mut Payload, generation: u64) {
+    let generation = generation as i64;
+    match payload {
+        Payload::StatusUpdate(update) => update.generation = generation,
+        Payload::ArtifactUpdate(update) => update.generation = generation,
+        Payload::Task(_) | Payload::Message(_) => {}
+    }
+    Arc::make_mut(task).generation = generation;
+}
+
+/// `ifGenerationMatch` (A2A dev-1.1) for a follow-up message: the task must be at `expected`.
+/// A message accepted since the last update (`pending`) has changed the task without a
+/// generation of its own (it has no event), so it fails the match too until the next update:
+/// two clients racing on one generation cannot both win.
+pub(crate) fn match_generation(task: &Task, expected: Option<i64>, pending: bool) -> Result<(), A2aError> {
+    match expected {
+        Some(expected) if expected != task.generation || pending => Err(A2aError::TaskGenerationMismatch {
+            task_id: task.id.clone(),
+            expected,
+            current: task.generation,
+        }),
+        _ => Ok(()),
     }
 }
 

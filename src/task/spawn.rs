@@ -34,8 +34,10 @@ pub fn start_task(env: Arc<TaskEnv>, owner: Owner, ctx: RequestContext, answer: 
     let mut executions = Executions::default();
     let done = executions.start(0, env.executor.clone(), ctx, handle.tx.clone(), answer);
     let starter = Starter { reply: Reply { answer, to }, done };
+    // The log numbers on from the task's generation (1: its creation).
+    let seq = task.generation.max(0) as u64;
     let starting = Phase::Starting(Box::new(starter));
-    let actor = TaskActor::new(env, (handle, rx), (task, 0), executions, starting);
+    let actor = TaskActor::new(env, (handle, rx), (task, seq), executions, starting);
     StartingTask { run: Box::pin(actor.run()), reply }
 }
 

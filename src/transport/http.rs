@@ -62,6 +62,9 @@ pub fn call_context(headers: &HeaderMap, query: Option<&str>) -> CallContext {
     let extensions = headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
     let mut call = CallContext::from_parameters(version.as_deref(), extensions);
     call.traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call.last_generation =
+        headers.get("a2a-last-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call.last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call
 }
 

@@ -13,7 +13,7 @@ use super::operation::{Operation, Outcome};
 use super::sse;
 use crate::call::Authentication;
 use crate::error::A2aError;
-use crate::protojson::{decode, encode_string};
+use crate::protojson::{decode, encode_string_for};
 
 /// Handles one JSON-RPC request.
 pub async fn handle(
@@ -41,10 +41,11 @@ pub async fn handle(
         }
         Ok(Outcome::Stream(stream)) => {
             let id_json = id.to_string();
+            let generation = call.wants_generation();
             sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
                 Ok(event) => Event::default().id(event.seq.to_string()).data(format!(
                     r#"{{"jsonrpc":"2.0","id":{id_json},"result":{}}}"#,
-                    event.json(encode_string)
+                    event.json(generation, |r| encode_string_for(r, generation))
                 )),
                 Err(error) => Event::default().data(error_body(&id, &error).to_string()),
             })

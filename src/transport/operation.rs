@@ -12,7 +12,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
-use crate::protojson::{encode, encode_list_tasks};
+use crate::protojson::{encode_for, encode_list_tasks_for};
 use crate::telemetry::{RequestIds, observe};
 
 /// One decoded A2A call.
@@ -95,11 +95,16 @@ impl Operation {
     }
 
     async fn run(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {
+        // A2A dev-1.1's `generation` fields only for clients that ask for them.
+        let generation = call.wants_generation();
+        let encode = |message: &dyn EncodeFor| message.encode_for(generation);
         Ok(match self {
             Self::SendMessage(r) => Outcome::Json(encode(&core.send_message(call, r).await?)),
             Self::SendStreamingMessage(r) => Outcome::Stream(core.send_streaming_message(call, r).await?),
             Self::GetTask(r) => Outcome::Json(encode(&core.get_task(call, r).await?)),
-            Self::ListTasks(r) => Outcome::Json(encode_list_tasks(&core.list_tasks(call, r).await?)),
+            Self::ListTasks(r) => {
+                Outcome::Json(encode_list_tasks_for(&core.list_tasks(call, r).await?, generation))
+            }
             Self::CancelTask(r) => Outcome::Json(encode(&core.cancel_task(call, r).await?)),
             Self::SubscribeToTask(r) => Outcome::Stream(core.subscribe_to_task(call, r).await?),
             Self::CreatePushConfig(r) => {
@@ -119,6 +124,17 @@ impl Operation {
                 Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?))
             }
         })
+    }
+}
+
+/// ProtoJSON of a result, with or without the `generation` fields.
+trait EncodeFor {
+    fn encode_for(&self, generation: bool) -> Value;
+}
+
+impl<T: prost::Message + prost::Name> EncodeFor for T {
+    fn encode_for(&self, generation: bool) -> Value {
+        encode_for(self, generation)
     }
 }
 

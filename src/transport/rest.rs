@@ -18,7 +18,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SubscribeToTaskRequest,
 };
-use crate::protojson::{decode, descriptor, encode_string};
+use crate::protojson::{decode, descriptor, encode_string_for};
 
 /// Largest request body accepted, as for gRPC messages.
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -153,8 +153,11 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     match operation.execute(&state.core, &call, "rest").await {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
         Ok(Outcome::Stream(stream)) => {
-            sse::response(stream, state.settings.sse_keep_alive, |item| match item {
-                Ok(event) => Event::default().id(event.seq.to_string()).data(&*event.json(encode_string)),
+            let generation = call.wants_generation();
+            sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
+                Ok(event) => Event::default()
+                    .id(event.seq.to_string())
+                    .data(&*event.json(generation, |r| encode_string_for(r, generation))),
                 Err(error) => Event::default().event("error").data(error.to_http_body().to_string()),
             })
         }

@@ -86,6 +86,9 @@ pub struct Client {
     http: reqwest::Client,
     /// The `A2A-Version` every call carries.
     version: String,
+    /// Extra service parameters every call carries (`A2A-Extensions`, `A2A-Last-Generation`,
+    /// `Last-Event-ID`), as lowercase names.
+    headers: Vec<(&'static str, String)>,
     ids: AtomicI64,
 }
 
@@ -160,18 +163,42 @@ impl Client {
             grpc: server.client().await,
             http: reqwest::Client::new(),
             version: version.to_owned(),
+            headers: Vec::new(),
             ids: AtomicI64::new(1),
+        }
+    }
+
+    /// The same client, every call also carrying `name: value` (HTTP header, gRPC metadata).
+    pub fn with_header(&self, name: &'static str, value: impl Into<String>) -> Self {
+        let mut headers = self.headers.clone();
+        headers.push((name, value.into()));
+        Self {
+            binding: self.binding,
+            base: self.base.clone(),
+            grpc: self.grpc.clone(),
+            http: self.http.clone(),
+            version: self.version.clone(),
+            headers,
+            ids: AtomicI64::new(self.ids.load(Ordering::Relaxed) + 1000),
         }
     }
 
     fn grpc_request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.metadata_mut().insert("a2a-version", self.version.parse().expect("ASCII"));
+        for (name, value) in &self.headers {
+            request.metadata_mut().insert(*name, value.parse().expect("ASCII"));
+        }
         request
     }
 
     fn http_request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base)).header("A2A-Version", &self.version)
+        let mut request =
+            self.http.request(method, format!("{}{path}", self.base)).header("A2A-Version", &self.version);
+        for (name, value) in &self.headers {
+            request = request.header(*name, value);
+        }
+        request
     }
 
     async fn jsonrpc<T: prost::Message + prost::Name + Default>(

@@ -44,6 +44,8 @@ pub fn spec_mapping(reason: &str) -> Mapping {
         "EXTENSION_SUPPORT_REQUIRED" => (FailedPrecondition, -32008, 400),
         "VERSION_NOT_SUPPORTED" => (FailedPrecondition, -32009, 400),
         "INVALID_PARAMS" => (InvalidArgument, -32602, 400),
+        "TASK_GENERATION_MISMATCH" => (Aborted, -32010, 409),
+        "STREAM_CLOSED" => (Unavailable, -32603, 503),
         other => panic!("reason {other:?} is not one these scenarios can produce"),
     };
     Mapping { grpc, jsonrpc, http }
@@ -58,6 +60,7 @@ pub fn grpc_code_of_jsonrpc(code: i64) -> &'static str {
         -32005 | -32600 | -32602 | -32700 => "INVALID_ARGUMENT",
         -32006 | -32603 => "INTERNAL",
         -32601 => "UNIMPLEMENTED",
+        -32010 => "ABORTED",
         other => panic!("JSON-RPC error code {other} is not in the spec's table"),
     }
 }

@@ -54,12 +54,19 @@ pub struct TestServerBuilder {
     cors_origins: Vec<String>,
     http: HttpSettings,
     auth: Option<Arc<a2a_server::auth::Authenticator>>,
+    max_connection_age: Option<Duration>,
 }
 
 impl TestServerBuilder {
     /// Authentication on, with these credentials.
     pub fn auth(mut self, auth: a2a_server::auth::Authenticator) -> Self {
         self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// GOAWAY on every connection after `age`.
+    pub fn max_connection_age(mut self, age: Duration) -> Self {
+        self.max_connection_age = Some(age);
         self
     }
 
@@ -93,10 +100,13 @@ impl TestServerBuilder {
 
 /// The one place a test server is wired: the library's own [`Server`] builder on 127.0.0.1.
 async fn serve(builder: TestServerBuilder) -> TestServer {
-    let TestServerBuilder { agent, settings, cors_origins, http, auth } = builder;
+    let TestServerBuilder { agent, settings, cors_origins, http, auth, max_connection_age } = builder;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mut server =
-        Server::new(agent, DemoAgent::card()).settings(settings).cors_origins(cors_origins).http(http);
+    let mut server = Server::new(agent, DemoAgent::card())
+        .settings(settings)
+        .cors_origins(cors_origins)
+        .http(http)
+        .max_connection_age(max_connection_age);
     if let Some(auth) = auth {
         server = server.auth(auth);
     }
@@ -118,6 +128,7 @@ impl TestServer {
             cors_origins: Vec::new(),
             http: HttpSettings::default(),
             auth: None,
+            max_connection_age: None,
         }
     }
 
@@ -192,6 +203,16 @@ pub fn item_state(item: &StreamResponse) -> Option<TaskState> {
             TaskState::try_from(update.status.as_ref().map(|s| s.state).unwrap_or(0)).ok()
         }
         _ => None,
+    }
+}
+
+/// The A2A 1.1 generation an item carries (the Task's or the update's; 0 for a message).
+pub fn item_generation(item: &StreamResponse) -> i64 {
+    match &item.payload {
+        Some(Payload::Task(task)) => task.generation,
+        Some(Payload::StatusUpdate(update)) => update.generation,
+        Some(Payload::ArtifactUpdate(update)) => update.generation,
+        _ => 0,
     }
 }
 

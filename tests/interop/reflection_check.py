@@ -111,8 +111,23 @@ class Checks:
         expect(not problems, '; '.join(problems))
 
     def a2a_messages_match_sdk(self) -> None:
-        """Every message/enum of the SDK's a2a.proto has the same wire shape on the server."""
+        """Every message/enum of the SDK's a2a.proto has the same wire shape on the server.
+
+        The only fields the server may add are a2aproject/A2A dev-1.1's (PR #1810), exactly
+        as that branch numbers and types them (int64; `optional` on the two request fields).
+        """
         problems: list[str] = []
+        int64 = descriptor_pb2.FieldDescriptorProto.TYPE_INT64
+        optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+        dev_1_1 = {
+            'lf.a2a.v1.Task.generation': (7, optional, int64, '', 'generation', False, ''),
+            'lf.a2a.v1.TaskStatusUpdateEvent.generation': (5, optional, int64, '', 'generation', False, ''),
+            'lf.a2a.v1.TaskArtifactUpdateEvent.generation': (7, optional, int64, '', 'generation', False, ''),
+            'lf.a2a.v1.GetTaskRequest.current_generation': (
+                4, optional, int64, '', 'currentGeneration', True, ''),
+            'lf.a2a.v1.SendMessageConfiguration.if_generation_match': (
+                5, optional, int64, '', 'ifGenerationMatch', True, ''),
+        }
 
         def field_sig(
             f: descriptor_pb2.FieldDescriptorProto, oneofs: list[str], live
@@ -146,7 +161,8 @@ class Checks:
             a_fields = {f.name: field_sig(f, a_oneofs, sdk_desc) for f in a.field}
             b_fields = {f.name: field_sig(f, b_oneofs, srv_desc) for f in b.field}
             for fname in sorted(set(a_fields) | set(b_fields)):
-                if a_fields.get(fname) != b_fields.get(fname):
+                added = fname not in a_fields and dev_1_1.get(f'{name}.{fname}') == b_fields.get(fname)
+                if a_fields.get(fname) != b_fields.get(fname) and not added:
                     problems.append(
                         f'{name}.{fname}: server {b_fields.get(fname)}, '
                         f'SDK {a_fields.get(fname)} '

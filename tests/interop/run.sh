@@ -2,6 +2,7 @@
 # Interop suite: start the server binary and drive it with
 #   - grpcio-reflection/health (reflection_check.py),
 #   - the official A2A Python SDK client (sdk_interop.py) over gRPC, JSON-RPC and HTTP+JSON,
+#   - the same SDK's gRPC transport resuming a cut stream (resume_interop.py),
 #   - the official A2A JS SDK client (js/interop.mjs) over JSON-RPC, HTTP+JSON and gRPC.
 # Both SDK clients start from the server's Agent Card and pick each interface from it.
 #
@@ -117,6 +118,8 @@ for binding in GRPC JSONRPC HTTP+JSON; do
     echo "== sdk_interop.py $binding (Python SDK)"
     "$py" tests/interop/sdk_interop.py "$binding" "$base_url" | tee -a "$out" || status=1
 done
+echo "== resume_interop.py (Python SDK gRPC transport + resume extension)"
+"$py" tests/interop/resume_interop.py "$base_url" | tee -a "$out" || status=1
 echo "== js/interop.mjs JSONRPC HTTP+JSON GRPC (JS SDK)"
 if [[ -n "$js_error" ]]; then
     echo "FAIL - [js] JS SDK client: $js_error" | tee -a "$out"

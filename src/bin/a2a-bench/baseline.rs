@@ -215,6 +215,7 @@ impl Baseline {
             context_id: task.context_id.clone(),
             status: Some(status(state, None)),
             metadata: None,
+            generation: 0,
         })
     }
 
@@ -241,6 +242,7 @@ impl Baseline {
                     append: i > 0,
                     last_chunk: i + 1 == chunks,
                     metadata: None,
+                    generation: 0,
                 };
                 this.publish(&task.id, Payload::ArtifactUpdate(update));
             }

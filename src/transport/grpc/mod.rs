@@ -80,6 +80,8 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
     let mut call =
         CallContext::from_parameters(version, extensions).authenticated(request.extensions().get());
     call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call.last_generation =
+        metadata.get("a2a-last-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call
 }
 

@@ -47,7 +47,8 @@ if ARGV[9] ~= '' then
 end
 local stored_owner = redis.call('HGET', KEYS[1], 'owner')
 if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
-local stored = redis.call('HGET', KEYS[1], 'seq') or '0'
+-- A new task's first event is 2 (generation 1 is its creation, which has no event).
+local stored = redis.call('HGET', KEYS[1], 'seq') or (ARGV[6] == '2' and '1' or '0')
 if tonumber(stored) + 1 ~= tonumber(ARGV[6]) then return {{'seq', stored}} end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], ARGV[6] .. '-0', 'e', ARGV[7])
 redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2], 'seq', ARGV[6])
@@ -71,7 +72,8 @@ if ARGV[8] ~= '' then
 end
 local stored_owner = redis.call('HGET', KEYS[1], 'owner')
 if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
-local stored = redis.call('HGET', KEYS[1], 'seq') or '0'
+-- A new task's first event is 2 (generation 1 is its creation, which has no event).
+local stored = redis.call('HGET', KEYS[1], 'seq') or (ARGV[6] == '2' and '1' or '0')
 local first = tonumber(ARGV[6])
 if tonumber(stored) + 1 ~= first then return {{'seq', stored}} end
 local last = first - 1
