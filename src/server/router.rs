@@ -73,11 +73,11 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         .into_axum_router();
 
     let ready = Arc::new(AtomicBool::new(true));
-    let state = HttpState {
-        core,
-        settings: options.http,
-        card: Arc::new(CardService::new(options.card, SystemTime::now())),
-    };
+    let mut card = CardService::new(options.card, SystemTime::now());
+    if options.http.v03 {
+        card = card.with_v03();
+    }
+    let state = HttpState { core, settings: options.http, card: Arc::new(card) };
     let http = http_router(state.clone(), ready.clone());
     let cors = cors_layer(&options.cors_origins)?;
     Ok(App { grpc, http, health, ready, state, cors })
