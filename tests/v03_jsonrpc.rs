@@ -215,8 +215,12 @@ async fn a_task_is_shared_across_versions() {
     assert_eq!(summary.first().map(String::as_str), Some("task input-required"), "{summary:?}");
     assert_eq!(summary.last().map(String::as_str), Some("status completed final=true"), "{summary:?}");
     // A terminal task has nothing to resubscribe to.
-    v03_error(&rpc.call("tasks/resubscribe", json!({"id": v1.id})).await, -32004);
-    v03_error(&rpc.call("tasks/resubscribe", json!({"id": "nope"})).await, -32001);
+    // Errors of streaming methods come as a one-event stream: v0.3 clients read those as SSE.
+    for (id, code) in [(v1.id.as_str(), -32004), ("nope", -32001)] {
+        let events = rpc.stream("tasks/resubscribe", json!({"id": id}), None).await.collect().await;
+        assert_eq!(events.len(), 1);
+        v03_error(&events[0].json(), code);
+    }
 }
 
 #[tokio::test]

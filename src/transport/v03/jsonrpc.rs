@@ -4,6 +4,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::response::sse::Event;
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::convert;
@@ -70,7 +71,14 @@ pub async fn handle(
         Err(error) => return error_response(&id, &error),
     };
     let call = call_context(headers);
-    match operation.execute(&state.core, &call, BINDING).await {
+    let streaming = matches!(operation, Operation::SendStreamingMessage(_) | Operation::SubscribeToTask(_));
+    let outcome = match operation.execute(&state.core, &call, BINDING).await {
+        // v0.3 clients read a streaming method's answer as SSE whatever it is, so a call that
+        // fails before its stream starts is answered with a stream of that one error.
+        Err(error) if streaming => Ok(Outcome::Stream(futures::stream::once(async { Err(error) }).boxed())),
+        outcome => outcome,
+    };
+    match outcome {
         Ok(Outcome::Json(result)) => {
             let body = json!({"jsonrpc": "2.0", "id": id, "result": result_of(method, &result, state)});
             http::json_response(StatusCode::OK, &body, false)
