@@ -271,6 +271,7 @@ async fn versions_and_extension_headers() {
     assert_eq!(as_03["result"]["kind"], "task", "A2A-Version 0.3 is v0.3");
     let as_1: Value = send("1.0").await.unwrap().json().await.unwrap();
     assert_eq!(as_1["error"]["code"], -32601, "a v0.3 method name is not a v1.0 method: {as_1}");
+    assert!(as_1["error"]["message"].as_str().unwrap().contains("v0.3"), "the error says why: {as_1}");
     // v1.0 methods without a version keep today's behaviour.
     let v1 = rpc.result("SendMessage", json!({"message": json_message("hello")})).await;
     assert!(v1.get("task").is_some());
