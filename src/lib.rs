@@ -61,6 +61,7 @@ pub mod fleet;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;
+pub mod proto_v03;
 pub mod protojson;
 pub mod push;
 pub mod server;
