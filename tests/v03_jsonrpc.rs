@@ -322,7 +322,10 @@ async fn one_card_url_for_both_generations() {
     assert_eq!(v03["url"], jsonrpc.unwrap()["url"], "v0.3 clients are sent to the JSON-RPC interface");
     assert_eq!(v03["preferredTransport"], "JSONRPC");
     assert_eq!(v03["protocolVersion"], "0.3.0");
-    assert_eq!(v03["additionalInterfaces"], json!([{"url": v03["url"], "transport": "JSONRPC"}]));
+    let transports: Vec<_> =
+        v03["additionalInterfaces"].as_array().unwrap().iter().map(|i| i["transport"].clone()).collect();
+    assert_eq!(transports, ["JSONRPC", "HTTP+JSON", "GRPC"], "v0.3 is served on every binding");
+    assert_eq!(v03["additionalInterfaces"][2]["url"], server.addr.to_string(), "gRPC: host:port");
     // The v1.0 card is all there too: a v1.0 client reading it ignores the rest.
     assert_eq!(v03["supportedInterfaces"].as_array().map(Vec::len), Some(3));
     let card: a2a_server::proto::AgentCard = a2a_server::protojson::decode(&v03).unwrap();
