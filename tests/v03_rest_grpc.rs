@@ -64,8 +64,13 @@ async fn rest_routes() {
 
     let got: Value = get(&server, &format!("/v1/tasks/{id}?historyLength=1")).await.json().await.unwrap();
     assert_eq!(v03_task(&got).id, id);
-    assert_eq!(get(&server, "/v1/tasks/nope").await.status(), 404);
-    assert_eq!(post(&server, &format!("/v1/tasks/{id}:cancel"), json!({})).await.status(), 400);
+    // Errors: the HTTP status, and the A2A code the v0.3 SDKs map to their error types.
+    let missing = get(&server, "/v1/tasks/nope").await;
+    assert_eq!(missing.status(), 404);
+    assert_eq!(missing.json::<Value>().await.unwrap()["code"], -32001);
+    let terminal = post(&server, &format!("/v1/tasks/{id}:cancel"), json!({})).await;
+    assert_eq!(terminal.status(), 400);
+    assert_eq!(terminal.json::<Value>().await.unwrap()["code"], -32002);
 
     // Non-blocking is the v0.3 proto's default.
     let early: Value = post(&server, "/v1/message:send", json!({"message": rest_message("input")}))
@@ -83,9 +88,16 @@ async fn rest_routes() {
             .await
             .unwrap();
     assert_eq!(created, config);
+    // The v0.3 SDKs send the whole CreateTaskPushNotificationConfigRequest instead: accepted too.
+    let wrapped = json!({"parent": format!("tasks/{waiting}"), "configId": "p2",
+        "config": {"pushNotificationConfig": {"url": "http://127.0.0.1:9/other"}}});
+    let path = format!("/v1/tasks/{waiting}/pushNotificationConfigs");
+    let created: Value = post(&server, &path, wrapped).await.json().await.unwrap();
+    assert_eq!(created["name"], format!("tasks/{waiting}/pushNotificationConfigs/p2"));
     let path = format!("/v1/tasks/{waiting}/pushNotificationConfigs");
     let listed: Value = get(&server, &path).await.json().await.unwrap();
-    assert_eq!(listed["configs"], json!([config]));
+    assert_eq!(listed["configs"][0], config);
+    assert_eq!(listed["configs"].as_array().map(Vec::len), Some(2));
     let one: Value = get(&server, &format!("{path}/p1")).await.json().await.unwrap();
     assert_eq!(one, config);
     let deleted = reqwest::Client::new().delete(format!("{}{path}/p1", server.url())).send().await.unwrap();
@@ -297,4 +309,48 @@ fn typed_conversion_round_trips() {
         typed::send_in(v03::SendMessageRequest { request: Some(grpc_message("x")), ..Default::default() });
     assert!(request.configuration.unwrap().return_immediately);
     assert!(!typed::send_in(blocking("x")).configuration.unwrap().return_immediately);
+}
+
+#[test]
+fn v03_json_is_lenient_like_v1() {
+    let value = json!({"messageId": "m", "role": "ROLE_USER", "content": [{"text": "x"}], "somethingNew": 1});
+    let message: v03::Message = a2a_server::transport::v03::json::decode(&value).unwrap();
+    assert_eq!(message.content.len(), 1);
+    let error = a2a_server::transport::v03::json::decode::<v03::Message>(&json!({"content": 5})).unwrap_err();
+    assert_eq!(error.reason(), "INVALID_PARAMS");
+}
+
+#[tokio::test]
+async fn reflection_lists_both_services_and_health_knows_the_v03_one() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let server = TestServer::start().await;
+    let mut client = ServerReflectionClient::new(server.channel().await);
+    let requests = [
+        MessageRequest::ListServices(String::new()),
+        MessageRequest::FileContainingSymbol("a2a.v1.A2AService".into()),
+    ]
+    .map(|m| ServerReflectionRequest { host: String::new(), message_request: Some(m) });
+    let mut responses =
+        client.server_reflection_info(futures::stream::iter(requests)).await.unwrap().into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        responses.next().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected a service list")
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"lf.a2a.v1.A2AService") && names.contains(&"a2a.v1.A2AService"), "{names:?}");
+    let Some(MessageResponse::FileDescriptorResponse(files)) =
+        responses.next().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected the v0.3 descriptors")
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel().await);
+    let request = tonic_health::pb::HealthCheckRequest { service: "a2a.v1.A2AService".into() };
+    assert_eq!(health.check(request).await.unwrap().into_inner().status, 1, "SERVING");
 }

@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use prost::{Message, Name};
-use prost_reflect::{DescriptorPool, DynamicMessage};
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
 use serde_json::Value;
 
 use crate::error::A2aError;
@@ -21,8 +21,9 @@ fn descriptor<T: Name>() -> prost_reflect::MessageDescriptor {
 /// `InvalidParams` error naming what is wrong.
 pub fn decode<T: Message + Name + Default>(value: &Value) -> Result<T, A2aError> {
     let problem = |e: String| A2aError::invalid_field(T::NAME, e);
-    let message =
-        DynamicMessage::deserialize(descriptor::<T>(), value).map_err(|e| problem(e.to_string()))?;
+    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let message = DynamicMessage::deserialize_with_options(descriptor::<T>(), value, &options)
+        .map_err(|e| problem(e.to_string()))?;
     message.transcode_to::<T>().map_err(|e| problem(e.to_string()))
 }
 

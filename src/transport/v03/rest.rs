@@ -53,19 +53,18 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
                 Ok(event) => Event::default()
                     .id(event.seq.to_string())
                     .data(v03json::encode(&typed::stream_out(event.response.clone())).to_string()),
-                Err(e) => Event::default().event("error").data(e.to_http_body().to_string()),
+                Err(e) => Event::default().event("error").data(super::convert::error_out(&e).to_string()),
             })
         }
         Err(e) => error(&e),
     }
 }
 
+/// A v0.3 REST error: the HTTP status of the error, and a body with the A2A JSON-RPC `code`
+/// (which the v0.3 SDKs map to their error types), `message` and `data`.
 fn error(error: &A2aError) -> Response {
-    http::json_response(
-        StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
-        &error.to_http_body(),
-        false,
-    )
+    let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    http::json_response(status, &super::convert::error_out(error), false)
 }
 
 /// How a unary v1.0 result (ProtoJSON) becomes the v0.3 answer.
@@ -143,12 +142,16 @@ fn route(
             call(Operation::SubscribeToTask(v1::SubscribeToTaskRequest { id, ..Default::default() }), Ok)
         }
         (&Method::POST, ["tasks", id, "pushNotificationConfigs"]) => {
-            let config: v03::TaskPushNotificationConfig = v03json::decode(&body_json(body)?)?;
-            let request = v03::CreateTaskPushNotificationConfigRequest {
-                parent: format!("tasks/{id}"),
-                config_id: String::new(),
-                config: Some(config),
-            };
+            // The route's body is the config (the proto's `body: "config"`), but the v0.3 SDKs
+            // send the whole CreateTaskPushNotificationConfigRequest: both are accepted.
+            let body = body_json(body)?;
+            let mut request = v03::CreateTaskPushNotificationConfigRequest::default();
+            if body.get("config").is_some() {
+                request = v03json::decode(&body)?;
+            } else {
+                request.config = Some(v03json::decode(&body)?);
+            }
+            request.parent = format!("tasks/{id}");
             call(Operation::CreatePushConfig(typed::create_push_config_in(request)?), config_answer)
         }
         (&Method::GET, ["tasks", id, "pushNotificationConfigs"]) => {
