@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Interop checks for A2A v0.3 clients: the official Python SDK ``a2a-sdk==0.3.26`` over JSON-RPC.
+"""Interop checks for A2A v0.3 clients: the official Python SDK ``a2a-sdk==0.3.26``.
 
-Usage: py_interop.py BASE_URL
+Usage: py_interop.py BINDING BASE_URL     (BINDING: JSONRPC, HTTP+JSON or GRPC)
 
 The client is built as a v0.3 application builds it: ``A2ACardResolver`` reads
 ``BASE_URL/.well-known/agent-card.json`` (sent without ``A2A-Version``, as v0.3 clients do, so
-the server answers with the card carrying the v0.3 fields), and ``ClientFactory`` picks the
-JSON-RPC transport from the card's ``url``/``preferredTransport``. Every check goes through
-the SDK's ``Client``, except push config list/delete, which the 0.3 ``Client`` does not offer:
-those are sent as the SDK's own typed requests and their answers validated with its models.
+the server answers with the card carrying the v0.3 fields), and ``ClientFactory``, limited to
+BINDING, picks that transport from the card's ``url``/``additionalInterfaces``. Every check
+goes through the SDK's ``Client``, except push config list/delete, which the 0.3 ``Client``
+does not offer: those are sent with the SDK's own request types (JSON-RPC models, the v0.3
+proto messages for REST and gRPC) and the answers parsed strictly with them.
 
-Output: ``ok - [v0.3 py] <name>`` or ``FAIL - [v0.3 py] <name>: <reason>`` per check, then
+Output: ``ok - [v0.3 py BINDING] <name>`` or ``FAIL - …: <reason>`` per check, then
 ``N passed, M failed``. Exit status is non-zero if any check failed.
 """
 
@@ -21,10 +22,14 @@ import sys
 import traceback
 import uuid
 
+import grpc
 import httpx
 
+from google.protobuf import json_format
+
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.client.errors import A2AClientJSONRPCError
+from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
+from a2a.grpc import a2a_pb2, a2a_pb2_grpc
 from a2a.types import (
     DeleteTaskPushNotificationConfigParams,
     DeleteTaskPushNotificationConfigRequest,
@@ -48,7 +53,23 @@ from a2a.types import (
     TransportProtocol,
 )
 
-TAG = '[v0.3 py]'
+BINDING = sys.argv[1] if len(sys.argv) == 3 else ''
+TAG = f'[v0.3 py {BINDING}]'
+TRANSPORTS = {
+    'JSONRPC': TransportProtocol.jsonrpc,
+    'HTTP+JSON': TransportProtocol.http_json,
+    'GRPC': TransportProtocol.grpc,
+}
+# How each binding reports the errors checked: JSON-RPC code, HTTP status, gRPC status.
+ERRORS = {
+    'JSONRPC': {'not_found': -32001, 'not_cancelable': -32002, 'unsupported': -32004},
+    'HTTP+JSON': {'not_found': 404, 'not_cancelable': 400, 'unsupported': 400},
+    'GRPC': {
+        'not_found': grpc.StatusCode.NOT_FOUND,
+        'not_cancelable': grpc.StatusCode.FAILED_PRECONDITION,
+        'unsupported': grpc.StatusCode.FAILED_PRECONDITION,
+    },
+}
 results: list[bool] = []
 
 
@@ -73,15 +94,59 @@ class Env:
             streaming=streaming,
             polling=polling,
             httpx_client=self.http,
-            supported_transports=[TransportProtocol.jsonrpc],
+            supported_transports=[TRANSPORTS[BINDING]],
+            grpc_channel_factory=grpc.aio.insecure_channel,
         )
         return ClientFactory(config).create(self.card)
 
+    def url(self) -> str:
+        """The URL the card gives for BINDING."""
+        return next(i.url for i in self.card.additional_interfaces if i.transport == BINDING)
+
     async def rpc(self, request, response_type):
         """Posts one of the SDK's typed JSON-RPC requests; validates the answer with its model."""
-        answer = await self.http.post(self.card.url, json=request.model_dump(mode='json', exclude_none=True))
+        answer = await self.http.post(self.url(), json=request.model_dump(mode='json', exclude_none=True))
         answer.raise_for_status()
         return response_type.model_validate(answer.json()).root
+
+    async def list_configs(self, task_id: str) -> list[str]:
+        """The config ids of a task's push configs, through BINDING."""
+        if BINDING == 'JSONRPC':
+            listed = await self.rpc(
+                ListTaskPushNotificationConfigRequest(id='l', params=ListTaskPushNotificationConfigParams(id=task_id)),
+                ListTaskPushNotificationConfigResponse,
+            )
+            return [c.push_notification_config.id for c in listed.result]
+        if BINDING == 'HTTP+JSON':
+            answer = await self.http.get(f'{self.url()}/v1/tasks/{task_id}/pushNotificationConfigs')
+            answer.raise_for_status()
+            listed = json_format.ParseDict(answer.json(), a2a_pb2.ListTaskPushNotificationConfigResponse())
+        else:
+            async with grpc.aio.insecure_channel(self.url()) as channel:
+                stub = a2a_pb2_grpc.A2AServiceStub(channel)
+                listed = await stub.ListTaskPushNotificationConfig(
+                    a2a_pb2.ListTaskPushNotificationConfigRequest(parent=f'tasks/{task_id}')
+                )
+        return [c.push_notification_config.id for c in listed.configs]
+
+    async def delete_config(self, task_id: str, config_id: str) -> None:
+        """Deletes a push config through BINDING."""
+        if BINDING == 'JSONRPC':
+            deleted = await self.rpc(
+                DeleteTaskPushNotificationConfigRequest(
+                    id='d', params=DeleteTaskPushNotificationConfigParams(id=task_id, push_notification_config_id=config_id)
+                ),
+                DeleteTaskPushNotificationConfigResponse,
+            )
+            assert deleted.result is None, deleted
+        elif BINDING == 'HTTP+JSON':
+            answer = await self.http.delete(f'{self.url()}/v1/tasks/{task_id}/pushNotificationConfigs/{config_id}')
+            answer.raise_for_status()
+        else:
+            async with grpc.aio.insecure_channel(self.url()) as channel:
+                stub = a2a_pb2_grpc.A2AServiceStub(channel)
+                name = f'tasks/{task_id}/pushNotificationConfigs/{config_id}'
+                await stub.DeleteTaskPushNotificationConfig(a2a_pb2.DeleteTaskPushNotificationConfigRequest(name=name))
 
 
 async def events_of(stream) -> list:
@@ -107,18 +172,32 @@ async def check(name: str, body) -> None:
         results.append(True)
 
 
-def expect_code(error: Exception, code: int) -> None:
-    assert isinstance(error, A2AClientJSONRPCError), f'expected a JSON-RPC error, got {error!r}'
-    assert error.error.code == code, f'expected code {code}, got {error.error}'
+def expect_code(error: Exception, kind: str) -> None:
+    """Asserts that `error` is the `kind` of A2A error, as BINDING reports it."""
+    expected = ERRORS[BINDING][kind]
+    if isinstance(error, A2AClientJSONRPCError):
+        got = error.error.code
+    elif isinstance(error, A2AClientHTTPError):
+        got = error.status_code
+    elif isinstance(error, grpc.aio.AioRpcError):
+        got = error.code()
+    else:
+        raise AssertionError(f'expected a {kind} error, got {error!r}')
+    assert got == expected, f'expected {kind} ({expected}), got {got}: {error}'
 
 
 async def main(base_url: str) -> int:
+    if BINDING not in TRANSPORTS:
+        print(__doc__, file=sys.stderr)
+        return 2
     async with httpx.AsyncClient(timeout=30) as http:
         env = Env(base_url, http)
 
         async def card():
             env.card = await A2ACardResolver(http, base_url).get_agent_card()
             assert env.card.url, 'the card has a url'
+            transports = [i.transport for i in env.card.additional_interfaces or []]
+            assert BINDING in transports, transports
             assert env.card.preferred_transport == 'JSONRPC', env.card.preferred_transport
             assert env.card.protocol_version.startswith('0.3'), env.card.protocol_version
             assert env.card.capabilities.streaming
@@ -205,24 +284,15 @@ async def main(base_url: str) -> int:
                 GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id='p1')
             )
             assert got.push_notification_config.url == 'http://127.0.0.1:9/hook', got
-            listed = await env.rpc(
-                ListTaskPushNotificationConfigRequest(id='l', params=ListTaskPushNotificationConfigParams(id=task.id)),
-                ListTaskPushNotificationConfigResponse,
-            )
-            assert [c.push_notification_config.id for c in listed.result] == ['p1'], listed
-            deleted = await env.rpc(
-                DeleteTaskPushNotificationConfigRequest(
-                    id='d', params=DeleteTaskPushNotificationConfigParams(id=task.id, push_notification_config_id='p1')
-                ),
-                DeleteTaskPushNotificationConfigResponse,
-            )
-            assert deleted.result is None, deleted
+            listed = await env.list_configs(task.id)
+            assert listed == ['p1'], listed
+            await env.delete_config(task.id, 'p1')
             try:
                 await client.get_task_callback(
                     GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id='p1')
                 )
             except Exception as error:  # noqa: BLE001
-                expect_code(error, -32001)
+                expect_code(error, 'not_found')
             else:
                 raise AssertionError('a deleted config is gone')
 
@@ -235,7 +305,7 @@ async def main(base_url: str) -> int:
                 try:
                     await call()
                 except Exception as error:  # noqa: BLE001
-                    expect_code(error, -32001)
+                    expect_code(error, 'not_found')
                 else:
                     raise AssertionError('an unknown task is an error')
 
@@ -245,13 +315,13 @@ async def main(base_url: str) -> int:
             try:
                 await client.cancel_task(TaskIdParams(id=task.id))
             except Exception as error:  # noqa: BLE001
-                expect_code(error, -32002)
+                expect_code(error, 'not_cancelable')
             else:
                 raise AssertionError('canceling a completed task is an error')
             try:
                 await events_of(client.resubscribe(TaskIdParams(id=task.id)))
             except Exception as error:  # noqa: BLE001
-                expect_code(error, -32004)
+                expect_code(error, 'unsupported')
             else:
                 raise AssertionError('resubscribing to a completed task is an error')
 
@@ -272,7 +342,7 @@ async def main(base_url: str) -> int:
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    sys.exit(asyncio.run(main(sys.argv[1])))
+    sys.exit(asyncio.run(main(sys.argv[2])))

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # v0.3 interop suite: start the server binary and drive it with the last v0.3 releases of the
 # official clients, each installed apart from the v1.x ones:
-#   - a2a-sdk==0.3.26 (py_interop.py) in its own venv (default target/interop-venv-v03),
-#   - @a2a-js/sdk@0.3.14 (js/interop.mjs) in its own node_modules (npm ci from the lock file).
+#   - a2a-sdk==0.3.26 (py_interop.py) over JSON-RPC, HTTP+JSON and gRPC, in its own venv
+#     (default target/interop-venv-v03),
+#   - @a2a-js/sdk@0.3.14 (js/interop.mjs) over JSON-RPC and HTTP+JSON, in its own
+#     node_modules (npm ci from the lock file).
 # Both start from the server's Agent Card, fetched as v0.3 clients fetch it (no A2A-Version).
 #
 # Usage: tests/interop/v03/run.sh [path-to-server-binary]   (default: target/debug/a2a-server)
@@ -76,14 +78,16 @@ done
 
 status=0
 out="$(mktemp)"
-echo "== py_interop.py (a2a-sdk 0.3.26, JSON-RPC)"
-"$py" tests/interop/v03/py_interop.py "$base_url" | tee -a "$out" || status=1
-echo "== js/interop.mjs (@a2a-js/sdk 0.3.14, JSON-RPC)"
+for binding in JSONRPC HTTP+JSON GRPC; do
+    echo "== py_interop.py $binding (a2a-sdk 0.3.26)"
+    "$py" tests/interop/v03/py_interop.py "$binding" "$base_url" | tee -a "$out" || status=1
+done
+echo "== js/interop.mjs JSONRPC HTTP+JSON (@a2a-js/sdk 0.3.14)"
 if [[ -n "$js_error" ]]; then
     echo "FAIL - [v0.3 js] JS SDK client: $js_error" | tee -a "$out"
     status=1
 else
-    "$node" "$jsdir/interop.mjs" "$base_url" | tee -a "$out" || status=1
+    "$node" "$jsdir/interop.mjs" "$base_url" JSONRPC HTTP+JSON | tee -a "$out" || status=1
 fi
 n_ok="$(grep -c '^ok - ' "$out" || true)"
 n_fail="$(grep -c '^FAIL - ' "$out" || true)"

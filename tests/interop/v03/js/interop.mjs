@@ -1,20 +1,29 @@
 #!/usr/bin/env node
-// Interop checks for A2A v0.3 clients: the official JS SDK @a2a-js/sdk@0.3.14 over JSON-RPC.
+// Interop checks for A2A v0.3 clients: the official JS SDK @a2a-js/sdk@0.3.14.
 //
-// Usage: node interop.mjs BASE_URL
+// Usage: node interop.mjs BASE_URL [BINDING...]   (JSONRPC and/or HTTP+JSON; default both)
 //
-// The client is built as a v0.3 application builds it: a ClientFactory that knows the JSON-RPC
-// transport resolves BASE_URL/.well-known/agent-card.json (without A2A-Version, so the server
-// answers with the card carrying the v0.3 fields) and connects to the card's `url`.
+// The client is built as a v0.3 application builds it: a ClientFactory that knows one
+// transport (JsonRpcTransportFactory or RestTransportFactory) resolves
+// BASE_URL/.well-known/agent-card.json (without A2A-Version, so the server answers with the
+// card carrying the v0.3 fields) and connects to that binding's interface in the card.
+// Errors are checked by the SDK's own mapping of the A2A error codes.
 //
-// Output: `ok - [v0.3 js] <name>` or `FAIL - [v0.3 js] <name>: <reason>` per check, then
+// Output: `ok - [v0.3 js BINDING] <name>` or `FAIL - …: <reason>` per check, then
 // `N passed, M failed`. Exit status is non-zero if any check failed.
 
 import { randomUUID } from 'node:crypto';
 
-import { ClientFactory, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  JsonRpcTransport,
+  JsonRpcTransportFactory,
+  RestTransport,
+  RestTransportFactory,
+} from '@a2a-js/sdk/client';
 
-const TAG = '[v0.3 js]';
+const FACTORIES = { JSONRPC: () => new JsonRpcTransportFactory(), 'HTTP+JSON': () => new RestTransportFactory() };
+let TAG = '[v0.3 js]';
 const results = [];
 
 function assert(condition, what) {
@@ -31,9 +40,12 @@ function message(text, task) {
   };
 }
 
-/** The JSON-RPC error code an SDK error carries (directly, or as the cause of a stream error). */
+/** The A2A error code an SDK error carries: its code, the cause of a stream error, or the
+ * SDK's error class for it (the REST transport maps codes to classes). */
+const CLASSES = { TaskNotFoundError: -32001, TaskNotCancelableError: -32002, UnsupportedOperationError: -32004 };
 function codeOf(error) {
   for (let e = error; e; e = e.cause) {
+    if (CLASSES[e.constructor?.name] !== undefined) return CLASSES[e.constructor.name];
     const code = e.errorResponse?.error?.code;
     if (typeof code === 'number') return code;
     const match = /\(Code: (-?\d+)\)/.exec(e.message ?? '');
@@ -72,17 +84,20 @@ async function collect(stream) {
   return items;
 }
 
-async function main(baseUrl) {
-  const factory = new ClientFactory({ transports: [new JsonRpcTransportFactory()] });
+async function main(baseUrl, binding) {
+  TAG = `[v0.3 js ${binding}]`;
+  const factory = new ClientFactory({ transports: [FACTORIES[binding]()] });
   let client;
-  await check('card: the factory resolves the v0.3 card and connects over JSON-RPC', async () => {
+  await check('card: the factory resolves the v0.3 card and connects to the binding', async () => {
     client = await factory.createFromUrl(baseUrl);
     const card = await client.getAgentCard();
     assert(card.preferredTransport === 'JSONRPC', `preferredTransport ${card.preferredTransport}`);
     assert(card.protocolVersion.startsWith('0.3'), `protocolVersion ${card.protocolVersion}`);
     assert(card.url, 'url');
+    const expected = binding === 'JSONRPC' ? JsonRpcTransport : RestTransport;
+    assert(client.transport instanceof expected, `transport ${client.transport?.constructor?.name}`);
   });
-  if (!client) return finish();
+  if (!client) return;
 
   const send = (text, task, configuration) =>
     client.sendMessage({ message: message(text, task), ...(configuration ? { configuration } : {}) });
@@ -144,7 +159,6 @@ async function main(baseUrl) {
     await expectCode(() => client.cancelTask({ id: task.id }), -32002);
     await expectCode(() => collect(client.resubscribeTask({ id: task.id })), -32004);
   });
-  return finish();
 }
 
 function finish() {
@@ -153,8 +167,11 @@ function finish() {
   return passed === results.length ? 0 : 1;
 }
 
-if (process.argv.length !== 3) {
-  console.error('usage: node interop.mjs BASE_URL');
+const [baseUrl, ...asked] = process.argv.slice(2);
+const bindings = asked.length ? asked : Object.keys(FACTORIES);
+if (!baseUrl || bindings.some((b) => !FACTORIES[b])) {
+  console.error('usage: node interop.mjs BASE_URL [JSONRPC|HTTP+JSON...]');
   process.exit(2);
 }
-process.exitCode = await main(process.argv[2]);
+for (const binding of bindings) await main(baseUrl, binding);
+process.exitCode = finish();
