@@ -354,3 +354,20 @@ async fn one_card_url_for_both_generations() {
     let body = Rpc::new(&off).call("message/send", json!({"message": v03_message("hello")})).await;
     assert_eq!(body["error"]["code"], -32601, "--v03 off: v0.3 methods are unknown");
 }
+
+#[tokio::test]
+async fn browsers_may_send_the_v03_extension_header() {
+    let origin = "https://app.example";
+    let server = TestServer::builder().cors([origin]).start().await;
+    let response = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, format!("{}/", server.url()))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type,x-a2a-extensions")
+        .send()
+        .await
+        .unwrap();
+    let allowed =
+        response.headers().get("access-control-allow-headers").unwrap().to_str().unwrap().to_lowercase();
+    assert!(allowed.contains("x-a2a-extensions"), "{allowed}");
+}

@@ -219,6 +219,8 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
         "authorization",
         "a2a-version",
         "a2a-extensions",
+        // v0.3 clients' name for A2A-Extensions.
+        "x-a2a-extensions",
         "x-grpc-web",
         "x-user-agent",
         "grpc-timeout",
