@@ -14,6 +14,8 @@
 //!   the Agent Card (`card.rs`), and `http.rs`, what the JSON bindings share.
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
+//!   [`proto_v03`]: the A2A v0.3 types (`a2a.v1`), used only by the v0.3 shim
+//!   (`transport/v03/`), which translates v0.3 calls to v1.0 at the edge.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
