@@ -186,6 +186,11 @@ pub struct Config {
     #[arg(long, env = "A2A_PUSH")]
     pub push: bool,
 
+    /// Serve A2A v0.3 clients beside v1.0 (their JSON-RPC method names, and the v0.3 fields of
+    /// the Agent Card); `off` for a v1.0-only deployment.
+    #[arg(long, env = "A2A_V03", value_enum, default_value_t = Switch::On)]
+    pub v03: Switch,
+
     /// Which task events are pushed.
     #[arg(long, env = "A2A_PUSH_EVENTS", value_enum, default_value_t = PushEvents::All)]
     pub push_events: PushEvents,
@@ -278,6 +283,15 @@ pub enum AgentKind {
     Demo,
     /// Runs the command after `--` for each task (see the README).
     Exec,
+}
+
+/// A feature switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    /// Turned on.
+    On,
+    /// Turned off.
+    Off,
 }
 
 /// Log formats.
@@ -409,6 +423,7 @@ impl Config {
         HttpSettings {
             sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs),
             base_path: self.public_url.as_deref().map(HttpSettings::base_path_of).unwrap_or_default(),
+            v03: self.v03 == Switch::On,
         }
     }
 

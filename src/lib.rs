@@ -16,6 +16,8 @@
 //!   the Agent Card (`card.rs`), and `http.rs`, what the JSON bindings share.
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
+//!   [`proto_v03`]: the A2A v0.3 types (`a2a.v1`), used only by the v0.3 shim
+//!   (`transport/v03/`), which translates v0.3 calls to v1.0 at the edge.
 //! - [`auth`]: who is calling: API keys and JWTs (`--auth FILE`) checked once per request in
 //!   a layer in front of every binding; the outcome travels in the request's extensions.
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`, the
@@ -71,6 +73,7 @@ pub mod fleet;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;
+pub mod proto_v03;
 pub mod protojson;
 pub mod push;
 pub mod server;

@@ -215,9 +215,10 @@ async fn envelope_errors() {
         .unwrap();
     assert_eq!(string_id["id"], "abc");
     assert_rpc_error(&string_id, -32601, "METHOD_NOT_FOUND");
+    // A v0.3 method name without A2A-Version is a v0.3 call now (tests/v03_jsonrpc.rs covers
+    // it, and that A2A-Version 1.0 or --v03 off still make it an unknown method).
     let v03 = api.call("message/send", json!({})).await;
-    assert_rpc_error(&v03, -32601, "METHOD_NOT_FOUND");
-    assert!(v03["error"]["message"].as_str().unwrap().contains("v0.3"));
+    assert_eq!(v03["error"]["code"], -32602, "{v03}");
 
     let not_json = api.raw("id=1", "application/x-www-form-urlencoded").await;
     assert_eq!(not_json.status(), 200);

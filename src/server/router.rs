@@ -22,7 +22,8 @@ use crate::push::PushStats;
 use crate::transport::card::{self, CardService};
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{HttpSettings, HttpState};
-use crate::transport::{jsonrpc, rest};
+use crate::transport::v03::grpc::V03Grpc;
+use crate::transport::{jsonrpc, rest, v03};
 
 /// How the listener is assembled beyond the core.
 #[derive(Clone)]
@@ -65,26 +66,38 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     health.set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
 
+    let v03 = options.http.v03;
     let reflection = || {
-        tonic_reflection::server::Builder::configure()
+        let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        match v03 {
+            true => builder.register_encoded_file_descriptor_set(crate::proto_v03::FILE_DESCRIPTOR_SET),
+            false => builder,
+        }
     };
     // grpc-web wraps the A2A service alone: applied server-wide it would answer every plain
     // HTTP/1.1 request (JSON-RPC, REST) with 400.
     let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone()));
-    let grpc = Routes::new(a2a)
+    let mut routes = Routes::new(a2a);
+    if v03 {
+        // v0.3 clients: `a2a.v1.A2AService`, a different package, so different method paths.
+        let card = crate::transport::v03::card::v03_card_of(&options.card);
+        routes = routes.add_service(V03Grpc::server(core.clone(), card));
+        health.set_service_status(crate::proto_v03::SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
+    }
+    let grpc = routes
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
         .add_service(health_service)
         .into_axum_router();
 
     let ready = Arc::new(AtomicBool::new(true));
-    let state = HttpState {
-        core,
-        settings: options.http,
-        card: Arc::new(CardService::new(options.card, SystemTime::now())),
-    };
+    let mut card = CardService::new(options.card, SystemTime::now());
+    if options.http.v03 {
+        card = card.with_v03();
+    }
+    let state = HttpState { core, settings: options.http, card: Arc::new(card) };
     let mut http = http_router(state.clone(), ready.clone());
     if options.ui {
         http = http.merge(ui_router(state.clone()));
@@ -116,6 +129,14 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
     let base = state.settings.base_path.clone();
     if !base.is_empty() {
         router = router.route(&base, post(jsonrpc::handle)).route(&format!("{base}/"), post(jsonrpc::handle));
+    }
+    if state.settings.v03 {
+        // The v0.3 HTTP+JSON binding lives under `/v1/`, which no v1.0 route uses.
+        let v03 = any(|State(state): State<HttpState>, request: Request| v03::rest::handle(state, request));
+        router = router.route("/v1/{*rest}", v03.clone());
+        if !base.is_empty() {
+            router = router.route(&format!("{base}/v1/{{*rest}}"), v03);
+        }
     }
     let core = state.core.clone();
     router
@@ -252,6 +273,8 @@ fn cors_layer(origins: &[String]) -> Result<Option<CorsLayer>, BoxError> {
         "a2a-version",
         "a2a-extensions",
         "x-api-key",
+        // v0.3 clients' name for A2A-Extensions.
+        "x-a2a-extensions",
         "x-grpc-web",
         "x-user-agent",
         "grpc-timeout",

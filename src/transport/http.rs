@@ -24,11 +24,13 @@ pub struct HttpSettings {
     /// The path of the public URL (e.g. `/a2a`), empty for the root. The bindings are served
     /// both at the root and under it, so a proxy may forward the path as it is or strip it.
     pub base_path: String,
+    /// Serve A2A v0.3 clients too (their JSON-RPC methods, and the v0.3 fields of the card).
+    pub v03: bool,
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        Self { sse_keep_alive: Duration::from_secs(15), base_path: String::new() }
+        Self { sse_keep_alive: Duration::from_secs(15), base_path: String::new(), v03: true }
     }
 }
 

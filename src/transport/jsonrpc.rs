@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::sse;
+use super::{sse, v03};
 use crate::call::Authentication;
 use crate::error::A2aError;
 use crate::protojson::{decode, encode_string_for};
@@ -26,15 +26,23 @@ pub async fn handle(
     if !http::is_json(&headers) {
         return error_response(&Value::Null, &http::not_json(&headers));
     }
-    let (id, operation) = match http::parse_json(&body).and_then(envelope) {
+    let (id, request) = match http::parse_json(&body).and_then(envelope) {
         Ok(decoded) => decoded,
         Err(error) => return error_response(&Value::Null, &error),
     };
-    let operation = match operation {
+    let (method, params) = match request {
+        Ok(request) => request,
+        Err(error) => return error_response(&id, &error),
+    };
+    let auth = auth.as_ref().map(|a| &a.0);
+    let call = http::call_context(&headers, uri.query()).authenticated(auth);
+    if state.settings.v03 && v03::jsonrpc::is_v03_call(&method, call.version.as_deref()) {
+        return v03::jsonrpc::handle(&state, &headers, auth, id, &method, &params).await;
+    }
+    let operation = match operation(&method, &params) {
         Ok(operation) => operation,
         Err(error) => return error_response(&id, &error),
     };
-    let call = http::call_context(&headers, uri.query()).authenticated(auth.as_ref().map(|a| &a.0));
     match operation.execute(&state.core, &call, "jsonrpc").await {
         Ok(Outcome::Json(result)) => {
             http::json_response(StatusCode::OK, &json!({"jsonrpc": "2.0", "id": id, "result": result}), false)
@@ -62,9 +70,13 @@ fn error_response(id: &Value, error: &A2aError) -> Response {
     http::json_response(StatusCode::OK, &error_body(id, error), false)
 }
 
-/// Splits a request into its id and its operation. An envelope so broken that no id can be
-/// trusted fails as a whole (answered with id `null`); a bad method or params fail with the id.
-fn envelope(request: Value) -> Result<(Value, Result<Operation, A2aError>), A2aError> {
+/// The method name and params of a request.
+type MethodCall = (String, Value);
+
+/// Splits a request into its id and its method and params. An envelope so broken that no id
+/// can be trusted fails as a whole (answered with id `null`); a bad method or params fail with
+/// the id.
+fn envelope(request: Value) -> Result<(Value, Result<MethodCall, A2aError>), A2aError> {
     let invalid = |why: &str| A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"));
     let mut request = match request {
         Value::Object(map) => map,
@@ -89,7 +101,7 @@ fn envelope(request: Value) -> Result<(Value, Result<Operation, A2aError>), A2aE
             return Ok((id, Err(A2aError::invalid_field("params", "must be an object"))));
         }
     };
-    Ok((id, operation(&method, &params)))
+    Ok((id, Ok((method, params))))
 }
 
 fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {

@@ -8,6 +8,7 @@
 //! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
 //!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
 //! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share.
+//! - [`v03`]: A2A v0.3 clients, translated to and from v1.0 at the edge.
 pub mod card;
 pub mod grpc;
 pub mod http;
@@ -15,3 +16,4 @@ pub mod jsonrpc;
 pub mod operation;
 pub mod rest;
 pub mod sse;
+pub mod v03;
