@@ -198,7 +198,9 @@ def run(tally, browser, server, shots):
 
         def drop_first(route, request):
             """The first subscribe ends after one (made-up) snapshot, as if the connection
-            dropped; later ones reach the server."""
+            dropped; later ones reach the server. The snapshot holds chunks 0 and 1, so its
+            generation is 4 (1: creation, 2: WORKING, 3 and 4: the chunks): the server resumes
+            after it with chunk 2."""
             seen.append(request.headers.get("last-event-id"))
             if len(seen) > 1:
                 return route.continue_()
@@ -206,13 +208,13 @@ def run(tally, browser, server, shots):
             snapshot = {"task": {"id": task_id, "status": {"state": "TASK_STATE_WORKING"}, "artifacts": [
                 {"artifactId": "stream", "name": "stream", "parts": [{"text": "chunk 0"}, {"text": "chunk 1"}]}]}}
             route.fulfill(status=200, content_type="text/event-stream",
-                          body=f"id: 7\ndata: {json.dumps(snapshot)}\n\n")
+                          body=f"id: 4\ndata: {json.dumps(snapshot)}\n\n")
 
         page.route(re.compile(r"/tasks/[^/]+:subscribe$"), drop_first)
         dropped = start_from_list(page, server, "stream 30 100")
         wait_state(page, "COMPLETED")
         assert parts(page) == [f"chunk {i}" for i in range(30)], parts(page)
-        assert seen[:2] == [None, "7"], f"Last-Event-ID of each subscribe: {seen}"
+        assert seen[:2] == [None, "4"], f"Last-Event-ID of each subscribe: {seen}"
         server_says(server, dropped, "COMPLETED")
         page.context.close()
 

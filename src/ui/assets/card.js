@@ -29,7 +29,7 @@ export async function cardView(main) {
       h('dt', {}, 'Streaming'), h('dd', {}, yes(caps.streaming)),
       h('dt', {}, 'Push notifications'), h('dd', {}, yes(caps.pushNotifications)),
       h('dt', {}, 'Extended card'), h('dd', {}, yes(caps.extendedAgentCard)),
-      h('dt', {}, 'Extensions'), h('dd', {}, (caps.extensions || []).map((x) => x.uri).join(', ') || 'none'),
+      h('dt', {}, 'Extensions'), h('dd', { class: 'mono' }, (caps.extensions || []).map((x) => x.uri).join(', ') || 'none'),
       h('dt', {}, 'Input modes'), h('dd', {}, (card.defaultInputModes || []).join(', ') || '—'),
       h('dt', {}, 'Output modes'), h('dd', {}, (card.defaultOutputModes || []).join(', ') || '—')),
     h('h3', {}, 'Skills'),
