@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::keys::owner_id;
 use super::{RedisStore, millis, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -83,28 +82,8 @@ impl RedisStore {
         bounds: StreamBounds,
         lease: Option<&str>,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        let oid = owner_id(owner);
-        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, &oid);
-        let mut append = scripts::APPEND.prepare_invoke();
-        append
-            .key(self.keys.task(&task.id))
-            .key(self.keys.events(&task.id))
-            .key(self.keys.push(&task.id))
-            .key(self.keys.lease(&task.id));
-        append.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
-        append.arg(seq).arg(event.as_ref()).arg(bounds.max_events.max(1)).arg(lease.unwrap_or(""));
-        let mut conn = self.redis.conn();
-        let limit = self.redis.timeouts().command;
-        let (outcome, detail): (String, String) =
-            self.redis.run("append", limit, append.invoke_async(&mut conn)).await?;
-        match outcome.as_str() {
-            "ok" => {}
-            "seq" => return Ok(Err(Fenced::Seq { stored: detail.parse().unwrap_or(0) })),
-            "lease" => return Ok(Err(Fenced::Lease { holder: Some(detail).filter(|h| !h.is_empty()) })),
-            _ => return Ok(Err(Fenced::Owner)),
-        }
-        self.indexed(&oid, task, detail == "1").await?;
-        Ok(Ok(()))
+        // One event is a batch of one: the same script, the same fences.
+        self.append_batch(owner, task, seq, &[event], bounds, lease.unwrap_or(""), true).await
     }
 
     /// The stored Task and the seq of the last event it includes, if it exists and belongs to

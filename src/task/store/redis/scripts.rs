@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The tail shared by [`SAVE`] and [`APPEND`]: the first time a task is stored finished, note
+/// The tail shared by [`SAVE`] and [`APPEND_BATCH`]: the first time a task is stored finished, note
 /// when and let its keys expire after the retention age.
 /// KEYS[1..3] = task, events, push; ARGV[3] = "1" if finished, ARGV[4] = now ms, ARGV[5] = ttl ms.
 const FINISH: &str = r"
@@ -34,35 +34,12 @@ return {{'ok', tostring(newly)}}
     ))
 });
 
-/// Appends one event and stores the task it produced, in one step. KEYS: task, events, push,
-/// lease. ARGV: task bytes, owner id, finished, now ms, ttl ms, seq, event bytes, max stream
-/// length, lease holder ('' = no lease check). Refuses ({reason, detail}) unless the lease (if
-/// given) is held by ARGV[9] and the stored seq is exactly seq - 1.
-pub static APPEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r"
-if ARGV[9] ~= '' then
-  local holder = redis.call('GET', KEYS[4])
-  if holder ~= ARGV[9] then return {{'lease', holder or ''}} end
-end
-local stored_owner = redis.call('HGET', KEYS[1], 'owner')
-if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
--- A new task's first event is 2 (generation 1 is its creation, which has no event).
-local stored = redis.call('HGET', KEYS[1], 'seq') or (ARGV[6] == '2' and '1' or '0')
-if tonumber(stored) + 1 ~= tonumber(ARGV[6]) then return {{'seq', stored}} end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], ARGV[6] .. '-0', 'e', ARGV[7])
-redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2], 'seq', ARGV[6])
-{FINISH}
-return {{'ok', tostring(newly)}}
-"
-    ))
-});
-
 /// Appends a batch of consecutive events and stores the task they produced, in one step: the
 /// fleet owner's write path (one round trip for however many events piled up meanwhile).
 /// KEYS: task, events, push, lease. ARGV: task bytes, owner id, finished, now ms, ttl ms,
 /// first seq, max stream length, lease holder ('' = no lease check), then the events.
-/// Refuses like [`APPEND`].
+/// Refuses ({reason, detail}) unless the lease (if given) names the writer, the stored owner
+/// is the writer's and the stored seq is exactly first - 1.
 pub static APPEND_BATCH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"
