@@ -170,6 +170,10 @@ pub enum Scenario {
     Hibernate,
     /// Webhook delivery (our server only; not part of the default set, as it turns push on).
     Push,
+    /// Resuming a task with a 1 MiB artifact after 10 missed updates, with the cursor against
+    /// a fresh snapshot, over HTTP+JSON SSE (an in-process server with an agent of its own; our
+    /// server only; not part of the default set: about 3 s per round).
+    Resume,
     /// --fleet: SubscribeToTask on replica B of a task streaming on replica A, to its snapshot.
     FleetFirstEvent,
     /// --fleet: per event, receipt on another replica minus receipt on the owner.

@@ -12,8 +12,9 @@
 //! subscribers attached) and `memory` (RSS per idle task and per idle stream; needs the server's
 //! PID). The fan-out, first-event and memory scenarios rely on the demo agent's `input` and
 //! `stream E MS [WAIT]` behaviours, so another server must host an agent that behaves alike.
+//! `resume` (not in the default set) runs an agent of its own on an in-process server.
 //!
-//! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`] and [`memory`] (what is measured),
+//! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`], [`memory`] and [`resume`] (what is measured),
 //! [`baseline`] (the comparison server), [`process`] (child servers, RSS), [`report`] (table,
 //! JSON).
 mod baseline;
@@ -25,6 +26,7 @@ mod memory;
 mod process;
 mod push;
 mod report;
+mod resume;
 mod scenarios;
 
 use std::net::SocketAddr;
@@ -236,6 +238,12 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 let params = format!("M={} idle={}s", p.count, memory::IDLE_SECS);
                 let measured = run.ours_only("hibernate", hibernate_on(&ours, p).await);
                 rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
+            }
+            Scenario::Resume => {
+                // In process, on a server of its own per round; our server only.
+                let params = "1 MiB artifact, 10 missed";
+                let (o, _) = both("resume", &ours, None, &mut run, |_, _| resume::resume()).await;
+                rows.extend(report::rows("resume", "http-json", params, o.as_ref(), None));
             }
             Scenario::FleetFirstEvent
             | Scenario::FleetEventLatency
