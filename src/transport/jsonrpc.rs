@@ -109,7 +109,7 @@ fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {
         "SendMessage" => Operation::SendMessage(decode(params)?),
         "SendStreamingMessage" => Operation::SendStreamingMessage(decode(params)?),
         "GetTask" => Operation::GetTask(decode(params)?),
-        "ListTasks" => Operation::ListTasks(decode(params)?),
+        "ListTasks" => Operation::ListTasks(super::operation::list_tasks(params)?),
         "CancelTask" => Operation::CancelTask(decode(params)?),
         "SubscribeToTask" => Operation::SubscribeToTask(decode(params)?),
         "CreateTaskPushNotificationConfig" => Operation::CreatePushConfig(decode(params)?),

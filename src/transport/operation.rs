@@ -15,6 +15,25 @@ use crate::proto::{
 use crate::protojson::{encode_for, encode_list_tasks_for};
 use crate::telemetry::{RequestIds, observe};
 
+/// Decodes ListTasks params. ProtoJSON decoding is lenient (a newer client's unknown fields are
+/// ignored), which would turn an unknown `status` name into "no filter" and answer every task:
+/// a filter that cannot be read is INVALID_ARGUMENT instead.
+pub fn list_tasks(params: &Value) -> Result<ListTasksRequest, A2aError> {
+    let request: ListTasksRequest = crate::protojson::decode(params)?;
+    let named_unspecified = |raw: &Value| match raw {
+        Value::String(name) => name == "TASK_STATE_UNSPECIFIED" || name == "0",
+        Value::Number(number) => number.as_i64() == Some(0),
+        Value::Null => true,
+        _ => false,
+    };
+    match params.get("status") {
+        Some(raw) if request.status == 0 && !named_unspecified(raw) => {
+            Err(A2aError::invalid_field("status", format!("{raw} is not a task state")))
+        }
+        _ => Ok(request),
+    }
+}
+
 /// One decoded A2A call.
 #[derive(Debug, Clone)]
 pub enum Operation {

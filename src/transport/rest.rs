@@ -191,9 +191,10 @@ fn operation(
     Ok(match route {
         Route::SendMessage => Operation::SendMessage(decode(&body_json(headers, body)?)?),
         Route::SendStreamingMessage => Operation::SendStreamingMessage(decode(&body_json(headers, body)?)?),
-        Route::ListTasks => {
-            Operation::ListTasks(decode(&query_json(descriptor::<ListTasksRequest>(), query)?)?)
-        }
+        Route::ListTasks => Operation::ListTasks(super::operation::list_tasks(&query_json(
+            descriptor::<ListTasksRequest>(),
+            query,
+        )?)?),
         Route::GetTask(id) => {
             let request = decode(&query_json(descriptor::<GetTaskRequest>(), query)?)?;
             Operation::GetTask(GetTaskRequest { id, ..request })
