@@ -180,14 +180,6 @@ impl RedisStore {
         self.redis.query::<i64>("mark_owned", &cmd).await.map(drop)
     }
 
-    /// Takes a task out of the watched set (it finished or hibernated).
-    pub async fn unmark_owned(&self, task_id: &str) -> Result<(), A2aError> {
-        self.redis
-            .query::<i64>("unmark_owned", redis::cmd("ZREM").arg(self.keys.live()).arg(task_id))
-            .await
-            .map(drop)
-    }
-
     /// Up to `limit` watched tasks whose lease should have been renewed by now.
     pub async fn overdue(&self, limit: usize) -> Result<Vec<String>, A2aError> {
         let cmd = redis::cmd("ZRANGEBYSCORE")
