@@ -138,12 +138,52 @@ pub enum A2aError {
         /// Why the stream ended.
         why: String,
     },
+    /// A limit on what a client may grow was reached (request size, parts, task bytes, live
+    /// tasks, subscriptions, rate): gRPC RESOURCE_EXHAUSTED, HTTP 413 or 429 (with
+    /// `Retry-After` when waiting helps), the same ErrorInfo on every binding.
+    #[error("{detail}")]
+    LimitExceeded {
+        /// Which kind of limit, which decides the HTTP status.
+        kind: LimitKind,
+        /// The setting that sets it, as its flag is spelled (`max-request-bytes`): ErrorInfo
+        /// metadata `limit`, so an operator knows what to raise.
+        limit: String,
+        /// What was refused and the limit's value, for a person.
+        detail: String,
+        /// Seconds after which the same call may succeed, when waiting helps.
+        retry_after_secs: Option<u64>,
+    },
     /// A server-side failure.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
+/// The kinds of [`A2aError::LimitExceeded`]: they differ in HTTP status and ErrorInfo reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// The request (or what it would add to a task) is too large: HTTP 413, `PAYLOAD_TOO_LARGE`.
+    TooLarge,
+    /// A count the caller holds open is at its cap (live tasks, subscriptions, push configs):
+    /// HTTP 429, `QUOTA_EXCEEDED`.
+    Quota,
+    /// Too many requests per second: HTTP 429 with `Retry-After`, `RATE_LIMITED`.
+    Rate,
+}
+
 impl A2aError {
+    /// A [`A2aError::LimitExceeded`] of `kind`, set by the flag `limit`.
+    pub fn limit(kind: LimitKind, limit: &str, detail: impl Into<String>) -> Self {
+        Self::LimitExceeded { kind, limit: limit.to_owned(), detail: detail.into(), retry_after_secs: None }
+    }
+
+    /// Seconds after which retrying may succeed (the HTTP `Retry-After`), if any.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::LimitExceeded { retry_after_secs, .. } => *retry_after_secs,
+            _ => None,
+        }
+    }
+
     /// A validation error for one field.
     pub fn invalid_field(field: impl Into<String>, description: impl Into<String>) -> Self {
         let violation = FieldViolation::new(field, description);
@@ -169,6 +209,7 @@ impl A2aError {
             Self::TaskGenerationMismatch { task_id, expected, current } => {
                 (task_id.clone(), format!("{expected}/{current}"))
             }
+            Self::LimitExceeded { limit, detail, .. } => (limit.clone(), detail.clone()),
             other => return ("INTERNAL_ERROR".to_owned(), other.to_string(), String::new()),
         };
         (self.reason().to_owned(), a, b)
@@ -192,6 +233,8 @@ impl A2aError {
                     current: current.parse().unwrap_or(0),
                 }
             }
+            "PAYLOAD_TOO_LARGE" => Self::limit(LimitKind::TooLarge, &a, b),
+            "QUOTA_EXCEEDED" => Self::limit(LimitKind::Quota, &a, b),
             _ => Self::Internal(a),
         }
     }
@@ -218,6 +261,9 @@ impl A2aError {
             Self::Unauthenticated(_) => "UNAUTHENTICATED",
             Self::PermissionDenied(_) => "UNAUTHORIZED",
             Self::StreamClosed { .. } => "STREAM_CLOSED",
+            Self::LimitExceeded { kind: LimitKind::TooLarge, .. } => "PAYLOAD_TOO_LARGE",
+            Self::LimitExceeded { kind: LimitKind::Quota, .. } => "QUOTA_EXCEEDED",
+            Self::LimitExceeded { kind: LimitKind::Rate, .. } => "RATE_LIMITED",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL_ERROR",
         }
@@ -226,7 +272,10 @@ impl A2aError {
     /// The ErrorInfo `domain`: the spec's for spec-defined errors, ours for the rest.
     pub fn domain(&self) -> &'static str {
         match self {
-            Self::SubscriberLagged { .. } | Self::Unavailable(_) | Self::StreamClosed { .. } => SERVER_DOMAIN,
+            Self::SubscriberLagged { .. }
+            | Self::Unavailable(_)
+            | Self::StreamClosed { .. }
+            | Self::LimitExceeded { .. } => SERVER_DOMAIN,
             _ => A2A_DOMAIN,
         }
     }
@@ -265,6 +314,12 @@ impl A2aError {
                 metadata.insert("expectedGeneration".to_owned(), expected.to_string());
                 metadata.insert("currentGeneration".to_owned(), current.to_string());
             }
+            Self::LimitExceeded { limit, retry_after_secs, .. } => {
+                metadata.insert("limit".to_owned(), limit.clone());
+                if let Some(secs) = retry_after_secs {
+                    metadata.insert("retryAfterSeconds".to_owned(), secs.to_string());
+                }
+            }
             _ => {}
         }
         metadata
@@ -294,7 +349,7 @@ impl A2aError {
             | Self::JsonParse(_) => Code::InvalidArgument,
             Self::MethodNotFound(_) => Code::Unimplemented,
             Self::TaskGenerationMismatch { .. } => Code::Aborted,
-            Self::SubscriberLagged { .. } => Code::ResourceExhausted,
+            Self::SubscriberLagged { .. } | Self::LimitExceeded { .. } => Code::ResourceExhausted,
             Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::PermissionDenied(_) => Code::PermissionDenied,
             Self::Unavailable(_) | Self::StreamClosed { .. } => Code::Unavailable,
@@ -322,6 +377,9 @@ impl A2aError {
             // Outside the spec's table; the codes a2a-go uses, so its clients recognise them.
             Self::Unauthenticated(_) => -31401,
             Self::PermissionDenied(_) => -31403,
+            // Ours, in the same style: the HTTP status after -31.
+            Self::LimitExceeded { kind: LimitKind::TooLarge, .. } => -31413,
+            Self::LimitExceeded { .. } => -31429,
             Self::SubscriberLagged { .. }
             | Self::Unavailable(_)
             | Self::StreamClosed { .. }
@@ -336,6 +394,8 @@ impl A2aError {
             Self::MethodNotFound(_) => 404,
             Self::TaskGenerationMismatch { .. } => 409,
             Self::SubscriberLagged { .. } => 429,
+            Self::LimitExceeded { kind: LimitKind::TooLarge, .. } => 413,
+            Self::LimitExceeded { .. } => 429,
             Self::Unauthenticated(_) => 401,
             Self::PermissionDenied(_) => 403,
             Self::Unavailable(_) | Self::StreamClosed { .. } => 503,
@@ -419,5 +479,36 @@ pub fn code_name(code: Code) -> &'static str {
 impl From<A2aError> for tonic::Status {
     fn from(error: A2aError) -> Self {
         error.to_grpc_status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_maps_to_resource_exhausted_on_every_wire_and_crosses_replicas_whole() {
+        let mut rate = A2aError::limit(LimitKind::Rate, "max-requests-per-sec", "slow down");
+        if let A2aError::LimitExceeded { retry_after_secs, .. } = &mut rate {
+            *retry_after_secs = Some(2);
+        }
+        assert_eq!(rate.grpc_code(), Code::ResourceExhausted);
+        assert_eq!((rate.http_status(), rate.jsonrpc_code(), rate.reason()), (429, -31429, "RATE_LIMITED"));
+        assert_eq!(rate.retry_after_secs(), Some(2));
+        assert_eq!(rate.metadata()["retryAfterSeconds"], "2");
+
+        let large =
+            A2aError::limit(LimitKind::TooLarge, "max-request-bytes", "request is 5 MiB; the limit is 4 MiB");
+        assert_eq!(
+            (large.http_status(), large.jsonrpc_code(), large.reason()),
+            (413, -31413, "PAYLOAD_TOO_LARGE")
+        );
+        assert_eq!(large.metadata()["limit"], "max-request-bytes");
+        assert_eq!(large.to_http_body()["error"]["status"], "RESOURCE_EXHAUSTED");
+
+        let quota = A2aError::limit(LimitKind::Quota, "max-live-tasks", "too many");
+        let (reason, a, b) = quota.to_parts();
+        assert_eq!(A2aError::from_parts(&reason, a, b), quota);
+        assert_eq!(quota.http_status(), 429);
     }
 }

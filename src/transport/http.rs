@@ -104,6 +104,17 @@ pub fn json_response(status: StatusCode, body: &Value, a2a_json: bool) -> Respon
     response
 }
 
+/// An error as an HTTP response: `body` (the binding's form of `error`) with the error's HTTP
+/// status, and `Retry-After` when waiting helps.
+pub fn error_response(error: &A2aError, body: &Value, a2a_json: bool) -> Response {
+    let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, body, a2a_json);
+    if let Some(secs) = error.retry_after_secs() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
 /// Parses a JSON body, mapping failure to a JSON parse error.
 pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
     serde_json::from_slice(body).map_err(|e| A2aError::JsonParse(format!("invalid JSON: {e}")))

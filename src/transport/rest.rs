@@ -166,8 +166,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
 }
 
 fn error_response(error: &A2aError, a2a_json: bool) -> Response {
-    let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    http::json_response(status, &error.to_http_body(), a2a_json)
+    http::error_response(error, &error.to_http_body(), a2a_json)
 }
 
 /// The request body as JSON (`{}` when empty), refusing bodies that are not declared JSON.

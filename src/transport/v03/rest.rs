@@ -63,8 +63,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
 /// A v0.3 REST error: the HTTP status of the error, and a body with the A2A JSON-RPC `code`
 /// (which the v0.3 SDKs map to their error types), `message` and `data`.
 fn error(error: &A2aError) -> Response {
-    let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-    http::json_response(status, &super::convert::error_out(error), false)
+    http::error_response(error, &super::convert::error_out(error), false)
 }
 
 /// How a unary v1.0 result (ProtoJSON) becomes the v0.3 answer.
