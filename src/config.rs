@@ -432,6 +432,7 @@ impl Config {
         Retention {
             max_finished: self.task_retention_count,
             max_age: Duration::from_secs(self.task_retention_secs),
+            ..Retention::default()
         }
     }
 

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 use a2a_server::proto::{Task, TaskState};
 use a2a_server::task::store::redis::{EventBatch, Fenced, StreamBounds, Timeouts};
-use a2a_server::task::store::{MemoryStore, RedisOptions, RedisStore, Retention, StoreUrl, TaskStore};
+use a2a_server::task::store::{
+    MemoryStore, RedisOptions, RedisStore, Retention, StoreUrl, TaskQuery, TaskStore,
+};
 use bytes::Bytes;
+use prost::Message;
 use redis_server::{RedisCluster, RedisServer};
 use suite::{owner, task};
 
@@ -266,4 +269,70 @@ async fn connect_fails_fast_naming_the_address() {
     assert!(started.elapsed() < BOUND);
     let bad = a2a_server::task::store::redis::connect("redis://127.0.0.1:1", "a{b}").await.err().unwrap();
     assert!(bad.contains("prefix"), "{bad}");
+}
+
+/// The owner's write path (one script on a node, slot by slot on a cluster) keeps retention:
+/// by count it evicts in batches yet never holds more than the limit; by bytes likewise; the
+/// evicted tasks leave the index with their keys.
+async fn retention_on_the_write_path(url: &str) {
+    let alice = owner("alice");
+    let query = TaskQuery { page_size: 100, ..TaskQuery::default() };
+    // By count: 128 kept, 2 (1/64) below that after each batch.
+    let store =
+        redis_store(url, Retention { max_finished: 128, ..Retention::default() }, Timeouts::default()).await;
+    for i in 0..300 {
+        let done = task(&format!("t{i:03}"), "c", TaskState::Completed, i);
+        store.append(&alice, &done, 2, Bytes::from_static(b"e"), BOUNDS, None).await.unwrap().unwrap();
+        // Only reads that evict nothing (GetTask), so the write path alone keeps the bound.
+        if i >= 128 {
+            let over = format!("t{:03}", i - 128);
+            assert!(
+                store.get(&alice, &over).await.unwrap().is_none(),
+                "after task {i}, {over} is kept: over 128"
+            );
+        }
+    }
+    assert!(
+        store.get(&alice, "t174").await.unwrap().is_some(),
+        "a batch evicts no more than 1/64 below the limit"
+    );
+    let total = store.list(&alice, &query).await.unwrap().total;
+    assert!((126..=128).contains(&total), "the index holds {total}: evicted tasks left it");
+
+    // By bytes: each task holds its encoding plus its event; room for about ten.
+    let big = |i: i64| {
+        let mut done = Task::clone(&task(&format!("b{i:03}"), "c", TaskState::Completed, i));
+        done.metadata = Some(pbjson_types::Struct {
+            fields: [("pad".to_owned(), pbjson_types::Value::from("x".repeat(1000)))].into(),
+        });
+        done
+    };
+    let size = big(0).encoded_len() as u64 + 1000;
+    let retention = Retention { max_bytes: 10 * size, ..Retention::default() };
+    let store = redis_store(url, retention, Timeouts::default()).await;
+    for i in 0..40 {
+        let event = Bytes::from(vec![b'e'; 1000]);
+        store.append(&alice, &big(i), 2, event, BOUNDS, None).await.unwrap().unwrap();
+        if i >= 10 {
+            let over = format!("b{:03}", i - 10);
+            assert!(
+                store.get(&alice, &over).await.unwrap().is_none(),
+                "after task {i}, {over} is kept: over the bytes"
+            );
+        }
+    }
+    assert!(store.get(&alice, "b039").await.unwrap().is_some());
+    assert!(store.get(&alice, "b000").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn retention_holds_on_the_owners_write_path() {
+    let Some(server) = RedisServer::start() else { return };
+    retention_on_the_write_path(&server.url()).await;
+}
+
+#[tokio::test]
+async fn retention_holds_on_the_owners_write_path_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    retention_on_the_write_path(&cluster.url()).await;
 }

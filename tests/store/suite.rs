@@ -50,7 +50,8 @@ where
     F: Fn(Retention) -> Fut,
     Fut: Future<Output = Arc<dyn TaskStore>>,
 {
-    let keep_all = Retention { max_finished: 1000, max_age: Duration::from_secs(3600) };
+    let keep_all =
+        Retention { max_finished: 1000, max_age: Duration::from_secs(3600), ..Retention::default() };
     save_and_get(make(keep_all).await).await;
     owners_are_isolated(make(keep_all).await).await;
     list_order_paging_and_cursors(make(keep_all).await).await;

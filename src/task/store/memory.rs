@@ -18,11 +18,14 @@ pub struct Retention {
     pub max_finished: usize,
     /// Drop finished tasks this long after they finished.
     pub max_age: Duration,
+    /// Keep at most this many bytes of finished tasks (their encoded size; in Redis, with their
+    /// event streams), so retention bounds memory whatever the tasks hold.
+    pub max_bytes: u64,
 }
 
 impl Default for Retention {
     fn default() -> Self {
-        Self { max_finished: 10_000, max_age: Duration::from_secs(3600) }
+        Self { max_finished: 10_000, max_age: Duration::from_secs(3600), max_bytes: 256 << 20 }
     }
 }
 

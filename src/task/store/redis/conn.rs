@@ -117,6 +117,11 @@ impl Redis {
         self.target.address()
     }
 
+    /// Whether this is a Redis Cluster (whose scripts must stay within one slot).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.shared, Conn::Cluster(_))
+    }
+
     /// The timeouts in force.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts

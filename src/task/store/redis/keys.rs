@@ -99,9 +99,15 @@ impl Keys {
 
     /// ZSET of `<owner id>/<task id>` scored by finish time (ms): retention by count and age.
     /// The owner is in the member because the task's own keys may have expired (TTL) by the
-    /// time its index entries are removed.
+    /// time retention removes its index entries. Tagged, so it shares a slot with
+    /// [`Keys::finished_sizes`].
     pub fn finished(&self) -> String {
-        format!("{}:finished", self.prefix)
+        format!("{}:{{finished}}", self.prefix)
+    }
+
+    /// HASH member → bytes the finished task holds, and `#` → their sum: retention by bytes.
+    pub fn finished_sizes(&self) -> String {
+        format!("{}:{{finished}}:sizes", self.prefix)
     }
 }
 

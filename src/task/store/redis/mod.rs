@@ -4,18 +4,20 @@
 //! # Key layout (prefix `P`, default `a2a`)
 //! | key | type | contents | expiry |
 //! |---|---|---|---|
-//! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `owner`, `fin` (ms) | retention age once finished |
+//! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `owner`, `bytes` (events), `fin` (ms) | retention age once finished |
 //! | `P:{<task>}:events` | STREAM | entry `<seq>-0`, field `e` = encoded `StreamResponse` | same; trimmed to `MAXLEN ~` |
 //! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task |
 //! | `P:{<task>}:lease` | STRING | the owning replica's id | `PX` lease time |
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
-//! | `P:finished` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
+//! | `P:{finished}` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
+//! | `P:{finished}:sizes` | HASH | member → bytes it holds; `#` → their sum | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
-//! slot; an owner's indexes share another. So a write is two atomic steps: the task (one
-//! script), then its index entries (one script). Readers tolerate the window between them: an
+//! slot; an owner's indexes share another. So on a cluster a write is two atomic steps: the
+//! task (one script), then its index entries and retention (one pipeline); a single node runs
+//! both in one script (`WRITE`). Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
 mod conn;
@@ -25,6 +27,7 @@ mod list;
 mod replica;
 mod scripts;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -99,9 +102,26 @@ impl RedisStore {
     }
 
     /// Runs a task-writing script's follow-up in one round trip: the owner's index entries
-    /// and (the first time the task is seen finished) the retention bookkeeping; then drops
-    /// whatever retention no longer keeps.
-    async fn indexed(&self, oid: &str, task: &Task, newly_finished: bool) -> Result<(), A2aError> {
+    /// and (the first time the task is seen finished, holding `size` bytes) the retention
+    /// note; then drops whatever retention no longer keeps. A single node does all of this
+    /// inside [`scripts::WRITE`]; this is the cluster's way, slot by slot.
+    async fn indexed(&self, oid: &str, task: &Task, newly_finished: bool, size: u64) -> Result<(), A2aError> {
+        let mut parts = vec![Part::Script(&scripts::INDEX, self.index_invocation(oid, task))];
+        if newly_finished {
+            let member = format!("{oid}/{}", task.id);
+            let retain = self.retain_invocation(&member, size, RetainFor::Write);
+            parts.push(Part::Script(&scripts::RETAIN, retain));
+        }
+        let replies = self.redis.together("index", parts).await?;
+        match replies.get(1) {
+            Some(members) => {
+                self.drop_expired(redis::from_redis_value(members.clone()).map_err(retention_reply)?).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn index_invocation<'a>(&self, oid: &str, task: &Task) -> redis::ScriptInvocation<'a> {
         let mut index = scripts::INDEX.prepare_invoke();
         index
             .key(self.keys.owner_index(oid))
@@ -111,75 +131,86 @@ impl RedisStore {
             .arg(position(status_nanos(task)))
             .arg(state_of(task.status.as_ref()) as i32)
             .arg(encode(&task.context_id));
-        let mut parts = vec![Part::Script(&scripts::INDEX, index)];
-        if newly_finished {
-            let member = format!("{oid}/{}", task.id);
-            parts.push(Part::Cmd(
-                redis::cmd("ZADD").arg(self.keys.finished()).arg(now_ms()).arg(member).to_owned(),
-            ));
-            let mut expired = scripts::EXPIRED.prepare_invoke();
-            self.expired_args(&mut expired);
-            parts.push(Part::Script(&scripts::EXPIRED, expired));
-        }
-        let replies = self.redis.together("index", parts).await?;
-        match replies.get(2) {
-            Some(members) => {
-                let members: Vec<String> = redis::from_redis_value(members.clone())
-                    .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-                self.drop_expired(members).await
-            }
-            None => Ok(()),
-        }
+        index
     }
 
-    /// Removes the finished tasks retention no longer keeps (by count and age); their keys
-    /// would expire by themselves, but their index entries would not.
+    /// [`scripts::RETAIN`] noting `member` ('' for none) of `size` bytes.
+    fn retain_invocation<'a>(&self, member: &str, size: u64, why: RetainFor) -> redis::ScriptInvocation<'a> {
+        let mut retain = scripts::RETAIN.prepare_invoke();
+        retain.key(self.keys.finished()).key(self.keys.finished_sizes()).arg(member).arg(now_ms()).arg(size);
+        self.retention_args(&mut retain);
+        retain.arg(why.age_slack(self.retention.max_finished));
+        retain
+    }
+
+    /// Cutoff, max count, max bytes and batch: the retention arguments of RETAIN and WRITE.
+    fn retention_args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+        let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
+        let bytes = self.retention.max_bytes.min(i64::MAX as u64);
+        invocation.arg(cutoff).arg(self.retention.max_finished).arg(bytes).arg(EVICT_BATCH);
+    }
+
+    /// Removes the finished tasks retention no longer keeps (by count, bytes and age); their
+    /// keys would expire by themselves, but their index entries would not.
     async fn evict(&self) -> Result<(), A2aError> {
-        let mut expired = scripts::EXPIRED.prepare_invoke();
-        self.expired_args(&mut expired);
+        let retain = self.retain_invocation("", 0, RetainFor::Read);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let members: Vec<String> = self.redis.run("expired", limit, expired.invoke_async(&mut conn)).await?;
+        let members: Vec<String> = self.redis.run("expired", limit, retain.invoke_async(&mut conn)).await?;
         self.drop_expired(members).await
     }
 
-    fn expired_args(&self, expired: &mut redis::ScriptInvocation<'_>) {
-        let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
-        expired.key(self.keys.finished()).arg(cutoff).arg(self.retention.max_finished).arg(256);
-    }
-
-    /// Deletes the keys and index entries of finished tasks retention let go.
+    /// Deletes the keys and index entries of finished tasks retention let go, all in one round
+    /// trip: one DEL per task (a cluster's commands stay within a slot; on a single node, one
+    /// DEL for all) and one UNINDEX per owner.
     async fn drop_expired(&self, members: Vec<String>) -> Result<(), A2aError> {
-        for member in members {
+        let mut by_owner: HashMap<&str, Vec<&str>> = HashMap::new();
+        for member in &members {
             if let Some((oid, task_id)) = member.split_once('/') {
-                let keys = [self.keys.task(task_id), self.keys.events(task_id), self.keys.push(task_id)];
-                let delete = redis::cmd("DEL").arg(&keys).to_owned();
-                let unindex = Part::Script(&scripts::UNINDEX, self.unindex_invocation(oid, task_id, ""));
-                self.redis.together("evict", vec![Part::Cmd(delete), unindex]).await?;
+                by_owner.entry(oid).or_default().push(task_id);
             }
         }
-        Ok(())
+        if by_owner.is_empty() {
+            return Ok(());
+        }
+        let mut parts = Vec::new();
+        let mut delete = redis::cmd("DEL");
+        for task_id in by_owner.values().flatten() {
+            delete.arg(self.keys.task(task_id)).arg(self.keys.events(task_id)).arg(self.keys.push(task_id));
+            if self.redis.is_cluster() {
+                parts.push(Part::Cmd(std::mem::replace(&mut delete, redis::cmd("DEL"))));
+            }
+        }
+        if !self.redis.is_cluster() {
+            parts.push(Part::Cmd(delete));
+        }
+        for (oid, task_ids) in &by_owner {
+            let pairs = task_ids.iter().map(|id| (*id, ""));
+            parts.push(Part::Script(&scripts::UNINDEX, self.unindex_invocation(oid, pairs)));
+        }
+        self.redis.together("evict", parts).await.map(drop)
     }
 
-    fn unindex_invocation<'a>(
+    /// [`scripts::UNINDEX`] of (task id, expected position) pairs of one owner.
+    fn unindex_invocation<'a, 'b>(
         &self,
         oid: &str,
-        task_id: &str,
-        expected_position: &str,
+        pairs: impl IntoIterator<Item = (&'b str, &'b str)>,
     ) -> redis::ScriptInvocation<'a> {
         let mut unindex = scripts::UNINDEX.prepare_invoke();
         unindex
             .key(self.keys.owner_index(oid))
             .key(self.keys.owner_meta(oid))
-            .arg(self.keys.context_index_prefix(oid))
-            .arg(task_id)
-            .arg(expected_position);
+            .arg(self.keys.context_index_prefix(oid));
+        for (task_id, expected_position) in pairs {
+            unindex.arg(task_id).arg(expected_position);
+        }
         unindex
     }
 
     /// Takes a task out of its owner's indexes (only from `expected_position` if not empty).
     async fn unindex(&self, oid: &str, task_id: &str, expected_position: &str) -> Result<(), A2aError> {
-        let unindex = self.unindex_invocation(oid, task_id, expected_position);
+        let unindex = self.unindex_invocation(oid, [(task_id, expected_position)]);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         self.redis.run("unindex", limit, unindex.invoke_async::<i64>(&mut conn)).await.map(drop)
@@ -221,12 +252,13 @@ impl TaskStore for RedisStore {
         save.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let (outcome, detail): (String, String) =
-            self.redis.run("save", limit, save.invoke_async(&mut conn)).await?;
-        if outcome != "ok" {
-            return Err(A2aError::Internal(format!("task {} is stored for another owner", task.id)));
+        let reply: Vec<String> = self.redis.run("save", limit, save.invoke_async(&mut conn)).await?;
+        match reply.as_slice() {
+            [ok, newly, size] if ok == "ok" => {
+                self.indexed(&oid, &task, newly == "1", size.parse().unwrap_or(0)).await
+            }
+            _ => Err(A2aError::Internal(format!("task {} is stored for another owner", task.id))),
         }
-        self.indexed(&oid, &task, detail == "1").await
     }
 
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
@@ -291,6 +323,32 @@ impl TaskStore for RedisStore {
         let cmd = redis::cmd("HDEL").arg(self.keys.push(task_id)).arg(field).to_owned();
         self.redis.query::<i64>("delete_push_config", &cmd).await.map(drop)
     }
+}
+
+/// Finished tasks evicted in one step at the most; more wait for the next.
+const EVICT_BATCH: usize = 256;
+
+/// Who asks retention for evictions, which decides how many expired tasks it waits for.
+#[derive(Clone, Copy)]
+enum RetainFor {
+    /// A write: evicting by age waits for 1/64 of the count limit to expire (batches, not a
+    /// round trip per write; the keys expire by themselves meanwhile).
+    Write,
+    /// A read (ListTasks): every expired task goes now.
+    Read,
+}
+
+impl RetainFor {
+    fn age_slack(self, max_count: usize) -> usize {
+        match self {
+            Self::Write => (max_count / 64).max(1),
+            Self::Read => 1,
+        }
+    }
+}
+
+fn retention_reply(error: impl std::fmt::Display) -> A2aError {
+    A2aError::Internal(format!("retention reply: {error}"))
 }
 
 /// Decodes a stored task; garbage in Redis is a server fault, not the client's.

@@ -8,11 +8,12 @@ use bytes::Bytes;
 
 use super::conn::Part;
 use super::fleet::{Fenced, StreamBounds};
-use super::keys::owner_id;
-use super::{RedisStore, decode_task, millis, now_ms, scripts};
+use super::keys::{encode, owner_id, position};
+use super::{RedisStore, decode_task, millis, now_ms, scripts, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
+use crate::task::state_of;
 
 /// Inbox entries kept per replica (`MAXLEN ~`); a reader never lags this far behind.
 const INBOX_LENGTH: usize = 10_000;
@@ -61,26 +62,44 @@ impl RedisStore {
         reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, oid);
-        let mut append = scripts::APPEND_BATCH.prepare_invoke();
-        append
+        let single = !self.redis.is_cluster();
+        let mut write =
+            if single { scripts::WRITE.prepare_invoke() } else { scripts::APPEND_BATCH.prepare_invoke() };
+        write
             .key(self.keys.task(&task.id))
             .key(self.keys.events(&task.id))
             .key(self.keys.push(&task.id))
             .key(self.keys.lease(&task.id));
-        append.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
-        append.arg(first_seq).arg(bounds.max_events.max(1)).arg(lease);
+        write.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
+        write.arg(first_seq).arg(bounds.max_events.max(1)).arg(lease);
+        if single {
+            // The rest of the write in the same step: the index move and the retention note.
+            write.key(self.keys.owner_index(oid)).key(self.keys.owner_meta(oid));
+            write.key(self.keys.finished()).key(self.keys.finished_sizes());
+            write.arg(if reindex { "1" } else { "0" }).arg(self.keys.context_index_prefix(oid));
+            write.arg(position(status_nanos(task))).arg(state_of(task.status.as_ref()) as i32);
+            write.arg(encode(&task.context_id)).arg(&task.id).arg(format!("{oid}/{}", task.id));
+            self.retention_args(&mut write);
+        }
         for event in events {
-            append.arg(event.as_ref());
+            write.arg(event.as_ref());
         }
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let (outcome, detail): (String, String) =
-            self.redis.run("append", limit, append.invoke_async(&mut conn)).await?;
+        let mut reply: Vec<String> = self.redis.run("append", limit, write.invoke_async(&mut conn)).await?;
+        let (outcome, detail) = match reply.get(..2) {
+            Some([outcome, detail]) => (outcome.clone(), detail.clone()),
+            _ => return Err(A2aError::Internal(format!("unexpected append reply {reply:?}"))),
+        };
         Ok(match outcome.as_str() {
             "ok" => {
                 let newly_finished = detail == "1";
-                if reindex || newly_finished {
-                    self.indexed(oid, task, newly_finished).await?;
+                if single {
+                    // The tasks retention let go: in one more round trip, once in a batch.
+                    self.drop_expired(reply.split_off(3.min(reply.len()))).await?;
+                } else if reindex || newly_finished {
+                    let size = reply.get(2).and_then(|size| size.parse().ok()).unwrap_or(0);
+                    self.indexed(oid, task, newly_finished, size).await?;
                 }
                 Ok(())
             }

@@ -7,31 +7,118 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The tail shared by [`SAVE`] and [`APPEND_BATCH`]: the first time a task is stored finished, note
-/// when and let its keys expire after the retention age.
-/// KEYS[1..3] = task, events, push; ARGV[3] = "1" if finished, ARGV[4] = now ms, ARGV[5] = ttl ms.
-const FINISH: &str = r"
-local newly = 0
-if ARGV[3] == '1' and redis.call('HEXISTS', KEYS[1], 'fin') == 0 then
-  redis.call('HSET', KEYS[1], 'fin', ARGV[4])
-  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-  newly = 1
+/// Lua functions the write scripts share, so the single-node script that does a whole write
+/// in one step ([`WRITE`]) and the per-slot scripts a cluster needs run the same code.
+///
+/// - `finish(task, events, push, fin, now, ttl)`: the first time a task is stored finished,
+///   note when and let its keys expire after the retention age; returns '1' then.
+/// - `append(K, A, from)`: the owner's append. K = task, events, push, lease keys; A = task
+///   bytes, owner, finished ('1'), now ms, ttl ms, first seq, max stream length, lease holder
+///   ('' = no lease check), events from A[from]. Returns {reason, detail} when refused, else
+///   {'ok', newly finished, bytes the task holds (task + every event appended)}.
+/// - `index(all, meta, ctx_prefix, id, position, state, ctx)`: moves a task to its place in its
+///   owner's indexes.
+/// - `retain(set, sizes, member, now, size, cutoff, max_count, max_bytes, batch, age_slack)`:
+///   notes a finished task (member '' notes none) and takes out of the set the oldest ones
+///   retention no longer keeps, returning them. Over the count or the bytes, it evicts down to
+///   1/64 below the limit, so a busy fleet evicts in batches and never holds more than the
+///   limit; by age, it waits for `age_slack` expired tasks (their keys expire by themselves).
+const FUNCTIONS: &str = r"
+local function finish(task, events, push, fin, now, ttl)
+  if fin then return '0' end
+  redis.call('HSET', task, 'fin', now)
+  redis.call('PEXPIRE', task, ttl)
+  redis.call('PEXPIRE', events, ttl)
+  redis.call('PEXPIRE', push, ttl)
+  return '1'
+end
+
+local function append(K, A, from)
+  if A[8] ~= '' then
+    local holder = redis.call('GET', K[4])
+    if holder ~= A[8] then return {'lease', holder or ''} end
+  end
+  local stored = redis.call('HMGET', K[1], 'owner', 'seq', 'bytes', 'fin')
+  if stored[1] and stored[1] ~= A[2] then return {'owner', stored[1]} end
+  -- A new task's first event is 2 (generation 1 is its creation, which has no event).
+  local seq = stored[2] or (A[6] == '2' and '1' or '0')
+  local first = tonumber(A[6])
+  if tonumber(seq) + 1 ~= first then return {'seq', seq} end
+  local last = first - 1
+  local bytes = tonumber(stored[3] or '0')
+  for i = from, #A do
+    last = first + i - from
+    bytes = bytes + #A[i]
+    redis.call('XADD', K[2], 'MAXLEN', '~', A[7], last .. '-0', 'e', A[i])
+  end
+  redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes)
+  local newly = '0'
+  if A[3] == '1' then newly = finish(K[1], K[2], K[3], stored[4], A[4], A[5]) end
+  return {'ok', newly, tostring(bytes + #A[1])}
+end
+
+local function index(all, meta, ctx_prefix, id, position, state, ctx)
+  local new = state .. '|' .. position .. '|' .. ctx
+  local old = redis.call('HGET', meta, id)
+  if old == new then return 0 end
+  if old then
+    local _, _, old_position, old_ctx = string.find(old, '^[^|]*|([^|]*)|(.*)$')
+    redis.call('ZREM', all, old_position .. ':' .. id)
+    redis.call('ZREM', ctx_prefix .. old_ctx, old_position .. ':' .. id)
+  end
+  redis.call('ZADD', all, 0, position .. ':' .. id)
+  redis.call('ZADD', ctx_prefix .. ctx, 0, position .. ':' .. id)
+  redis.call('HSET', meta, id, new)
+  return 1
+end
+
+local function retain(set, sizes, member, now, size, cutoff, max_count, max_bytes, batch, age_slack)
+  if member ~= '' and redis.call('ZADD', set, 'NX', now, member) == 1 then
+    redis.call('HSET', sizes, member, size)
+    redis.call('HINCRBY', sizes, '#', size)
+  end
+  local count = redis.call('ZCARD', set)
+  local bytes = tonumber(redis.call('HGET', sizes, '#') or '0')
+  local keep_count, keep_bytes = count, bytes
+  if count > max_count or bytes > max_bytes then
+    keep_count = max_count - math.floor(max_count / 64)
+    keep_bytes = max_bytes - math.floor(max_bytes / 64)
+  end
+  local old = redis.call('ZCOUNT', set, '-inf', '(' .. cutoff)
+  if old < age_slack then old = 0 end
+  local evicted = {}
+  while #evicted < batch and (count > keep_count or bytes > keep_bytes or #evicted < old) do
+    local popped = redis.call('ZPOPMIN', set)
+    if #popped == 0 then break end
+    bytes = bytes - tonumber(redis.call('HGET', sizes, popped[1]) or '0')
+    redis.call('HDEL', sizes, popped[1])
+    count = count - 1
+    table.insert(evicted, popped[1])
+  end
+  if #evicted > 0 then redis.call('HSET', sizes, '#', math.max(bytes, 0)) end
+  return evicted
 end
 ";
 
+/// A script of [`FUNCTIONS`] and a body that calls them.
+fn with_functions(body: &str) -> Script {
+    Script::new(&format!("{FUNCTIONS}\n{body}"))
+}
+
 /// Stores a task (no event). KEYS: task, events, push. ARGV: task bytes, owner id, finished,
 /// now ms, ttl ms. Returns {'owner', stored owner} when the id belongs to another owner, else
-/// {'ok', newly finished}.
+/// {'ok', newly finished, bytes the task holds}.
 pub static SAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    with_functions(
         r"
-local stored_owner = redis.call('HGET', KEYS[1], 'owner')
-if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
+local stored = redis.call('HMGET', KEYS[1], 'owner', 'bytes', 'fin')
+if stored[1] and stored[1] ~= ARGV[2] then return {'owner', stored[1]} end
 redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2])
-{FINISH}
-return {{'ok', tostring(newly)}}
-"
-    ))
+local newly = '0'
+if ARGV[3] == '1' then newly = finish(KEYS[1], KEYS[2], KEYS[3], stored[3], ARGV[4], ARGV[5]) end
+return {'ok', newly, tostring(tonumber(stored[2] or '0') + #ARGV[1])}
+",
+    )
 });
 
 /// Appends a batch of consecutive events and stores the task they produced, in one step: the
@@ -40,69 +127,75 @@ return {{'ok', tostring(newly)}}
 /// first seq, max stream length, lease holder ('' = no lease check), then the events.
 /// Refuses ({reason, detail}) unless the lease (if given) names the writer, the stored owner
 /// is the writer's and the stored seq is exactly first - 1.
-pub static APPEND_BATCH: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r"
-if ARGV[8] ~= '' then
-  local holder = redis.call('GET', KEYS[4])
-  if holder ~= ARGV[8] then return {{'lease', holder or ''}} end
-end
-local stored_owner = redis.call('HGET', KEYS[1], 'owner')
-if stored_owner and stored_owner ~= ARGV[2] then return {{'owner', stored_owner}} end
--- A new task's first event is 2 (generation 1 is its creation, which has no event).
-local stored = redis.call('HGET', KEYS[1], 'seq') or (ARGV[6] == '2' and '1' or '0')
-local first = tonumber(ARGV[6])
-if tonumber(stored) + 1 ~= first then return {{'seq', stored}} end
-local last = first - 1
-for i = 9, #ARGV do
-  last = first + i - 9
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], last .. '-0', 'e', ARGV[i])
-end
-redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2], 'seq', last)
-{FINISH}
-return {{'ok', tostring(newly)}}
-"
-    ))
-});
+pub static APPEND_BATCH: LazyLock<Script> = LazyLock::new(|| with_functions("return append(KEYS, ARGV, 9)"));
 
 /// Moves a task to its current place in its owner's indexes. KEYS: owner index, owner meta.
 /// ARGV: context index key prefix, task id, position, state, encoded context id.
 pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    with_functions("return index(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])")
+});
+
+/// Notes a finished task (member '' for none) and returns the finished tasks retention lets
+/// go now, taken out of the set in the same step (callers evicting at once each get others).
+/// KEYS: finished set, finished sizes. ARGV: member, now ms, size, cutoff ms, max count, max
+/// bytes, batch, age slack.
+pub static RETAIN: LazyLock<Script> = LazyLock::new(|| {
+    with_functions(
+        "return retain(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), \
+         tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))",
+    )
+});
+
+/// A whole owner's write on a single Redis node, in one step and one round trip: the append
+/// (refused as [`APPEND_BATCH`] is), then the index move and the retention note, then the
+/// finished tasks retention lets go. A cluster runs the same functions slot by slot instead.
+/// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes.
+/// ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4, 5 (the
+/// task id is the task's); 14 task id; 15 retention member; 16-19 cutoff ms, max count, max
+/// bytes, batch; then the events. Returns {'ok', newly finished, size, evicted...} or a refusal.
+pub static WRITE: LazyLock<Script> = LazyLock::new(|| {
+    with_functions(
         r"
-local new = ARGV[4] .. '|' .. ARGV[3] .. '|' .. ARGV[5]
-local old = redis.call('HGET', KEYS[2], ARGV[2])
-if old == new then return 0 end
-if old then
-  local _, _, position, ctx = string.find(old, '^[^|]*|([^|]*)|(.*)$')
-  redis.call('ZREM', KEYS[1], position .. ':' .. ARGV[2])
-  redis.call('ZREM', ARGV[1] .. ctx, position .. ':' .. ARGV[2])
+local appended = append(KEYS, ARGV, 20)
+if appended[1] ~= 'ok' then return appended end
+if ARGV[9] == '1' or appended[2] == '1' then
+  index(KEYS[5], KEYS[6], ARGV[10], ARGV[14], ARGV[11], ARGV[12], ARGV[13])
 end
-redis.call('ZADD', KEYS[1], 0, ARGV[3] .. ':' .. ARGV[2])
-redis.call('ZADD', ARGV[1] .. ARGV[5], 0, ARGV[3] .. ':' .. ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[2], new)
-return 1
+if appended[2] == '1' then
+  local max_count = tonumber(ARGV[17])
+  local evicted = retain(KEYS[7], KEYS[8], ARGV[15], ARGV[4], appended[3], ARGV[16], max_count,
+    tonumber(ARGV[18]), tonumber(ARGV[19]), math.max(1, math.floor(max_count / 64)))
+  for _, member in ipairs(evicted) do table.insert(appended, member) end
+end
+return appended
 ",
     )
 });
 
-/// Takes a task out of its owner's indexes. KEYS: owner index, owner meta. ARGV: context index
-/// key prefix, task id, expected position ('' = wherever it is). A reader that found a stale
-/// entry passes the position it saw, so it never removes an entry a writer just moved.
+/// Takes tasks out of one owner's indexes. KEYS: owner index, owner meta. ARGV: context index
+/// key prefix, then pairs of task id and expected position ('' = wherever it is). A reader that
+/// found a stale entry passes the position it saw, so it never removes an entry a writer just
+/// moved. Returns how many it removed.
 pub static UNINDEX: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local old = redis.call('HGET', KEYS[2], ARGV[2])
-if not old then
-  if ARGV[3] ~= '' then redis.call('ZREM', KEYS[1], ARGV[3] .. ':' .. ARGV[2]) end
-  return 0
+local removed = 0
+for i = 2, #ARGV - 1, 2 do
+  local id, expected = ARGV[i], ARGV[i + 1]
+  local old = redis.call('HGET', KEYS[2], id)
+  if not old then
+    if expected ~= '' then redis.call('ZREM', KEYS[1], expected .. ':' .. id) end
+  else
+    local _, _, position, ctx = string.find(old, '^[^|]*|([^|]*)|(.*)$')
+    if expected == '' or expected == position then
+      redis.call('ZREM', KEYS[1], position .. ':' .. id)
+      redis.call('ZREM', ARGV[1] .. ctx, position .. ':' .. id)
+      redis.call('HDEL', KEYS[2], id)
+      removed = removed + 1
+    end
+  end
 end
-local _, _, position, ctx = string.find(old, '^[^|]*|([^|]*)|(.*)$')
-if ARGV[3] ~= '' and ARGV[3] ~= position then return 0 end
-redis.call('ZREM', KEYS[1], position .. ':' .. ARGV[2])
-redis.call('ZREM', ARGV[1] .. ctx, position .. ':' .. ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[2])
-return 1
+return removed
 ",
     )
 });
@@ -159,23 +252,6 @@ redis.call('HSET', KEYS[1], field, string.format('%020d', created) .. ARGV[3])
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
-",
-    )
-});
-
-/// The finished tasks retention removes now: the oldest, as many as are over the count or
-/// older than the cutoff, at most a batch; taken out of the set in the same step, so callers
-/// evicting at once each get other tasks. KEYS: finished. ARGV: cutoff ms, max count, batch.
-pub static EXPIRED: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
-local old = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
-local n = math.min(math.max(over, old), tonumber(ARGV[3]))
-if n <= 0 then return {} end
-local members = redis.call('ZRANGE', KEYS[1], 0, n - 1)
-redis.call('ZREM', KEYS[1], unpack(members))
-return members
 ",
     )
 });
