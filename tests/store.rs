@@ -29,7 +29,9 @@ async fn redis_store(url: &str, retention: Retention, timeouts: Timeouts) -> Red
 
 #[tokio::test]
 async fn suite_on_memory() {
-    suite::run(|retention| async move { Arc::new(MemoryStore::new(retention)) as Arc<dyn TaskStore> }).await;
+    let make = |retention| async move { Arc::new(MemoryStore::new(retention)) as Arc<dyn TaskStore> };
+    suite::run(make).await;
+    suite::run_memory_only(make).await;
 }
 
 #[tokio::test]
