@@ -269,3 +269,16 @@ async fn connect_fails_fast_naming_the_address() {
     let bad = a2a_server::task::store::redis::connect("redis://127.0.0.1:1", "a{b}").await.err().unwrap();
     assert!(bad.contains("prefix"), "{bad}");
 }
+
+#[test]
+fn retention_flags_reach_the_store() {
+    use a2a_server::config::Config;
+    use a2a_server::task::store::memory::DEFAULT_MAX_BYTES;
+    use clap::Parser as _;
+    let parse = |args: &[&str]| Config::try_parse_from([&["a2a-server"], args].concat()).unwrap().retention();
+    assert_eq!(parse(&[]).max_bytes, DEFAULT_MAX_BYTES);
+    assert_eq!(DEFAULT_MAX_BYTES, 256 << 20);
+    let retention = parse(&["--task-retention-bytes", "1048576", "--task-retention-count", "7"]);
+    assert_eq!((retention.max_bytes, retention.max_finished), (1 << 20, 7));
+    assert!(Config::try_parse_from(["a2a-server", "--task-retention-bytes", "lots"]).is_err());
+}
