@@ -50,6 +50,11 @@ pub struct Config {
     #[arg(long, env = "A2A_TASK_RETENTION_SECS", default_value_t = 3600)]
     pub task_retention_secs: u64,
 
+    /// Encoded bytes all finished tasks together may hold; the oldest finished go first, so
+    /// retention bounds memory however large tasks are (memory store; Redis: not yet).
+    #[arg(long, env = "A2A_TASK_RETENTION_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub task_retention_bytes: u64,
+
     /// Events each live task keeps so that subscribers which fall behind can catch up.
     #[arg(long, env = "A2A_EVENT_LOG_CAPACITY", default_value_t = 4096,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -432,7 +437,7 @@ impl Config {
         Retention {
             max_finished: self.task_retention_count,
             max_age: Duration::from_secs(self.task_retention_secs),
-            ..Retention::default()
+            max_bytes: usize::try_from(self.task_retention_bytes).unwrap_or(usize::MAX),
         }
     }
 

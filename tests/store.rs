@@ -32,7 +32,9 @@ async fn redis_store(url: &str, retention: Retention, timeouts: Timeouts) -> Red
 
 #[tokio::test]
 async fn suite_on_memory() {
-    suite::run(|retention| async move { Arc::new(MemoryStore::new(retention)) as Arc<dyn TaskStore> }).await;
+    let make = |retention| async move { Arc::new(MemoryStore::new(retention)) as Arc<dyn TaskStore> };
+    suite::run(make).await;
+    suite::run_memory_only(make).await;
 }
 
 #[tokio::test]
@@ -307,7 +309,7 @@ async fn retention_on_the_write_path(url: &str) {
         });
         done
     };
-    let size = big(0).encoded_len() as u64 + 1000;
+    let size = big(0).encoded_len() + 1000;
     let retention = Retention { max_bytes: 10 * size, ..Retention::default() };
     let store = redis_store(url, retention, Timeouts::default()).await;
     for i in 0..40 {
@@ -335,4 +337,17 @@ async fn retention_holds_on_the_owners_write_path() {
 async fn retention_holds_on_the_owners_write_path_on_a_cluster() {
     let Some(cluster) = RedisCluster::start() else { return };
     retention_on_the_write_path(&cluster.url()).await;
+}
+
+#[test]
+fn retention_flags_reach_the_store() {
+    use a2a_server::config::Config;
+    use a2a_server::task::store::memory::DEFAULT_MAX_BYTES;
+    use clap::Parser as _;
+    let parse = |args: &[&str]| Config::try_parse_from([&["a2a-server"], args].concat()).unwrap().retention();
+    assert_eq!(parse(&[]).max_bytes, DEFAULT_MAX_BYTES);
+    assert_eq!(DEFAULT_MAX_BYTES, 256 << 20);
+    let retention = parse(&["--task-retention-bytes", "1048576", "--task-retention-count", "7"]);
+    assert_eq!((retention.max_bytes, retention.max_finished), (1 << 20, 7));
+    assert!(Config::try_parse_from(["a2a-server", "--task-retention-bytes", "lots"]).is_err());
 }

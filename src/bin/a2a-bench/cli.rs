@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::driver::Binding;
 use crate::fanout::{FanoutMethod, FanoutParams};
+use crate::list_stall::ListStallParams;
 use crate::memory::MemoryParams;
 use crate::push::PushParams;
 use crate::scenarios::{FirstEventParams, Stop, UnaryParams};
@@ -111,6 +112,18 @@ pub struct Args {
     #[arg(long)]
     pub memory_count: Option<usize>,
 
+    /// list-stall: finished tasks stored before measuring [default: 100000; quick: 2000].
+    #[arg(long)]
+    pub list_tasks: Option<usize>,
+
+    /// list-stall: concurrent ListTasks loops.
+    #[arg(long, default_value_t = 16)]
+    pub list_loops: usize,
+
+    /// list-stall: tasks per ListTasks page (1..=100).
+    #[arg(long, default_value_t = 50)]
+    pub list_page_size: i32,
+
     /// Streams per connection when many are open (servers cap them per HTTP/2 connection).
     #[arg(long, default_value_t = 1000)]
     pub streams_per_connection: usize,
@@ -174,6 +187,13 @@ pub enum Scenario {
     /// a fresh snapshot, over HTTP+JSON SSE (an in-process server with an agent of its own; our
     /// server only; not part of the default set: about 3 s per round).
     Resume,
+    /// SendMessage p50/p99 alone and beside concurrent ListTasks loops, with many finished tasks
+    /// stored (our server only, on a fresh server retaining them all; not in the default set).
+    ListStall,
+    /// Server CPU per SendMessage with no credential, an API key and JWTs (HS256, ES256,
+    /// RS256), on fresh servers without and with a generated `--auth` file (our server only;
+    /// not in the default set).
+    Auth,
     /// --fleet: SubscribeToTask on replica B of a task streaming on replica A, to its snapshot.
     FleetFirstEvent,
     /// --fleet: per event, receipt on another replica minus receipt on the owner.
@@ -199,6 +219,7 @@ pub struct Plan {
     pub first_event: FirstEventParams,
     pub memory: MemoryParams,
     pub push: PushParams,
+    pub list_stall: ListStallParams,
     /// With --fleet.
     pub fleet: Option<FleetParams>,
 }
@@ -241,6 +262,13 @@ impl Plan {
             args.subscribers.clone()
         };
         let events = args.events.unwrap_or(choose(q, 50, 2000));
+        let unary = UnaryParams {
+            concurrency: args.concurrency.unwrap_or(choose(q, 4, 32)),
+            stop,
+            warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(choose(q, 0.1, 1.0)).max(0.0)),
+            connections: args.unary_connections.max(1),
+            text: args.text.clone(),
+        };
         let fleet = args.fleet.map(|replicas| FleetParams {
             replicas,
             redis_server: args.redis_server.clone(),
@@ -279,13 +307,6 @@ impl Plan {
             } else {
                 args.scenarios.clone()
             },
-            unary: UnaryParams {
-                concurrency: args.concurrency.unwrap_or(choose(q, 4, 32)),
-                stop,
-                warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(choose(q, 0.1, 1.0)).max(0.0)),
-                connections: args.unary_connections.max(1),
-                text: args.text.clone(),
-            },
             fanout: subscribers
                 .into_iter()
                 .map(|n| FanoutParams {
@@ -313,6 +334,15 @@ impl Plan {
                 events: choose(q, 100, 10_000),
                 queued: choose(q, 1000, 10_000),
             },
+            list_stall: ListStallParams {
+                tasks: args.list_tasks.unwrap_or(choose(q, 2_000, 100_000)).max(1),
+                loops: args.list_loops.max(1),
+                page_size: args.list_page_size.clamp(1, 100),
+                // A light load, so that its latency shows the lists' interference, not its own queue.
+                unary: UnaryParams { concurrency: 4, connections: 1, ..unary.clone() },
+                timeout,
+            },
+            unary,
             fleet,
         }
     }

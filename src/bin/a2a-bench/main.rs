@@ -13,15 +13,20 @@
 //! PID). The fan-out, first-event and memory scenarios rely on the demo agent's `input` and
 //! `stream E MS [WAIT]` behaviours, so another server must host an agent that behaves alike.
 //! `resume` (not in the default set) runs an agent of its own on an in-process server.
+//! `list-stall` and `auth` (not in the default set either) each start fresh servers of their
+//! own: one retaining 100,000 finished tasks, and servers without and with `--auth`.
 //!
-//! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`], [`memory`] and [`resume`] (what is measured),
+//! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`],
+//! [`memory`], [`resume`], [`list_stall`] and [`auth`] (what is measured),
 //! [`baseline`] (the comparison server), [`process`] (child servers, RSS), [`report`] (table,
 //! JSON).
+mod auth;
 mod baseline;
 mod cli;
 mod driver;
 mod fanout;
 mod fleet;
+mod list_stall;
 mod memory;
 mod process;
 mod push;
@@ -124,7 +129,7 @@ impl Server {
         let process = ServerProcess::spawn(&program, &args).await?;
         eprintln!("a2a-bench: started {what} (pid {}) on {}", process.pid, process.addr);
         Ok(Self {
-            target: Target { binding, url: process.url() },
+            target: Target { binding, url: process.url(), credential: None },
             pid: Some(process.pid),
             process: Some(process),
             recipe: Some((program, args)),
@@ -178,7 +183,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             }
             Server::spawn(path.clone(), server_args, args.binding, &path.display().to_string()).await?
         }
-        None => Server::external(Target { binding: args.binding, url: args.url.clone() }, args.server_pid),
+        None => Server::external(
+            Target { binding: args.binding, url: args.url.clone(), credential: None },
+            args.server_pid,
+        ),
     };
     let baseline = if args.baseline { Some(start_baseline(args.baseline_in_process).await?) } else { None };
 
@@ -244,6 +252,21 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 let params = "1 MiB artifact, 10 missed";
                 let (o, _) = both("resume", &ours, None, &mut run, |_, _| resume::resume()).await;
                 rows.extend(report::rows("resume", "http-json", params, o.as_ref(), None));
+            }
+            Scenario::ListStall => {
+                let p = &plan.list_stall;
+                let params = format!(
+                    "tasks={} loops={} page={} C={}",
+                    p.tasks, p.loops, p.page_size, p.unary.concurrency
+                );
+                let measured = run.ours_only("list-stall", list_stall_on(&ours, p).await);
+                rows.extend(report::rows("list-stall", &binding, &params, measured.as_ref(), None));
+            }
+            Scenario::Auth => {
+                for (kind, measured) in auth_on(&ours, &plan.unary, &mut run).await {
+                    let params = format!("{kind} C={}", plan.unary.concurrency);
+                    rows.extend(report::rows("auth", &binding, &params, measured.as_ref(), None));
+                }
             }
             Scenario::FleetFirstEvent
             | Scenario::FleetEventLatency
@@ -338,7 +361,7 @@ async fn start_baseline(in_process: bool) -> Result<Server, BoxError> {
                 eprintln!("a2a-bench: the in-process baseline stopped: {error}");
             }
         });
-        return Ok(Server::external(Target { binding: Binding::Grpc, url }, None));
+        return Ok(Server::external(Target { binding: Binding::Grpc, url, credential: None }, None));
     }
     let exe = std::env::current_exe()?;
     let args = ["baseline-server", "--listen", "127.0.0.1:0"].map(String::from).into();
@@ -389,6 +412,57 @@ async fn hibernate_on(server: &Server, p: &memory::MemoryParams) -> Result<Optio
     };
     fresh.stop().await;
     result.map(Some)
+}
+
+/// The list-stall scenario on a fresh instance of our server that retains every task it stores.
+async fn list_stall_on(
+    server: &Server,
+    p: &list_stall::ListStallParams,
+) -> Result<Option<Measured>, BoxError> {
+    let extra = p.server_args();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let Some(fresh) = server.fresh_with(&extra, "a fresh ours for the list-stall scenario").await? else {
+        return Err("needs --spawn-server (a server retaining every task it stores)".into());
+    };
+    let result = list_stall::list_stall(&fresh.target, fresh.pid, p).await;
+    fresh.stop().await;
+    result.map(Some)
+}
+
+/// The auth scenario: each kind of credential on a fresh server (one without `--auth` for
+/// "none", one with the generated auth file for the others), a row each.
+async fn auth_on(
+    server: &Server,
+    p: &scenarios::UnaryParams,
+    run: &mut RunState,
+) -> Vec<(&'static str, Option<Measured>)> {
+    let servers = async {
+        let setup = auth::AuthSetup::create()?;
+        let args: Vec<&str> = setup.server_args.iter().map(String::as_str).collect();
+        let plain = server.fresh("a fresh ours without --auth").await?;
+        let authed = server.fresh_with(&args, "a fresh ours with --auth").await?;
+        match (plain, authed) {
+            (Some(plain), Some(authed)) => Ok((setup, plain, authed)),
+            _ => Err(BoxError::from("needs --spawn-server (servers started with and without --auth)")),
+        }
+    };
+    let (setup, plain, authed) = match servers.await {
+        Ok(servers) => servers,
+        Err(error) => {
+            run.ours_only("auth", Err(error));
+            return Vec::new();
+        }
+    };
+    let mut rows = Vec::new();
+    for kind in auth::KINDS {
+        let on = if kind == "none" { &plain } else { &authed };
+        eprintln!("a2a-bench: auth ({kind}) …");
+        let measured = auth::measure(&on.target, on.pid, &setup, kind, p).await.map(Some);
+        rows.push((kind, run.ours_only(&format!("auth ({kind})"), measured)));
+    }
+    plain.stop().await;
+    authed.stop().await;
+    rows
 }
 
 /// Runs one scenario on our server, then on the baseline. A failure becomes a note (and a

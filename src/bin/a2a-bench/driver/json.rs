@@ -9,7 +9,9 @@
 //! number of connections on every binding. (HTTP/1.1 would need a connection per open stream.)
 use std::collections::VecDeque;
 
-use a2a_server::proto::{SendMessageRequest, SendMessageResponse, StreamResponse};
+use a2a_server::proto::{
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+};
 use a2a_server::protojson;
 use axum::body::{Body as AxumBody, BodyDataStream, Bytes};
 use futures::StreamExt;
@@ -35,6 +37,8 @@ pub struct JsonConn {
     pub channel: Channel,
     /// Base URL without a trailing slash.
     pub base: String,
+    /// A header every request carries.
+    pub credential: Option<super::Credential>,
 }
 
 /// A JSON-RPC response; `id` and `jsonrpc` are not checked (one call per stream).
@@ -54,6 +58,9 @@ impl JsonConn {
         let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(credential) = &self.credential {
+            request = request.header(&credential.header, &credential.value);
         }
         let body = tonic::body::Body::new(body.map(AxumBody::from).unwrap_or_else(AxumBody::empty));
         let request = request.body(body)?;
@@ -76,6 +83,23 @@ impl JsonConn {
             Flavor::Rest => ("/message:send", protojson::encode_string(request).into_bytes()),
         };
         let response = self.call(http::Method::POST, path, Some(body)).await?;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
+        self.decode(status, &bytes)
+    }
+
+    /// ListTasks (the page size only).
+    pub async fn list_tasks(&self, request: &ListTasksRequest) -> Result<ListTasksResponse, BoxError> {
+        let page_size = request.page_size.unwrap_or(50);
+        let response = match self.flavor {
+            Flavor::JsonRpc => {
+                let body = Self::rpc("ListTasks", &serde_json::json!({ "pageSize": page_size }))?;
+                self.call(http::Method::POST, "/", Some(body)).await?
+            }
+            Flavor::Rest => {
+                self.call(http::Method::GET, &format!("/tasks?pageSize={page_size}"), None).await?
+            }
+        };
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
         self.decode(status, &bytes)
@@ -128,7 +152,10 @@ impl JsonConn {
         })
     }
 
-    fn decode(&self, status: http::StatusCode, bytes: &[u8]) -> Result<SendMessageResponse, BoxError> {
+    fn decode<M>(&self, status: http::StatusCode, bytes: &[u8]) -> Result<M, BoxError>
+    where
+        M: prost::Message + prost::Name + Default,
+    {
         match self.flavor {
             Flavor::Rest if status.is_success() => Ok(protojson::decode(&serde_json::from_slice(bytes)?)?),
             Flavor::Rest => Err(self.error(status, bytes)),

@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::{
-    CancelTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
-    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, part,
+    CancelTaskRequest, ListTasksRequest, ListTasksResponse, Message, Part, Role, SendMessageConfiguration,
+    SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, part,
     send_message_response,
 };
+use tonic::codegen::http::{HeaderName, HeaderValue};
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxError;
@@ -49,6 +51,22 @@ pub struct Target {
     pub binding: Binding,
     /// Base URL, e.g. `http://127.0.0.1:50051`.
     pub url: String,
+    /// A credential every call carries (a server started with `--auth`).
+    pub credential: Option<Credential>,
+}
+
+/// One request header (gRPC metadata) carrying a credential: an API key in its header, or
+/// `authorization: Bearer <JWT>`.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    pub header: HeaderName,
+    pub value: HeaderValue,
+}
+
+impl Credential {
+    pub fn new(header: &str, value: &str) -> Result<Self, BoxError> {
+        Ok(Self { header: HeaderName::try_from(header)?, value: HeaderValue::try_from(value)? })
+    }
 }
 
 impl Target {
@@ -62,9 +80,17 @@ impl Target {
             .connect()
             .await
             .map_err(|e| format!("cannot connect to {}: {e}", self.url))?;
-        let json = |flavor| Conn::Json(JsonConn { flavor, channel: channel.clone(), base: self.base() });
+        let credential = self.credential.clone();
+        let json = |flavor| {
+            Conn::Json(JsonConn {
+                flavor,
+                channel: channel.clone(),
+                base: self.base(),
+                credential: credential.clone(),
+            })
+        };
         Ok(match self.binding {
-            Binding::Grpc => Conn::Grpc(A2aServiceClient::new(channel.clone())),
+            Binding::Grpc => Conn::Grpc(GrpcConn::new(channel.clone(), credential.as_ref())?),
             Binding::Jsonrpc => json(Flavor::JsonRpc),
             Binding::Rest => json(Flavor::Rest),
         })
@@ -87,8 +113,34 @@ impl Target {
 /// One connection to an endpoint. Cheap to clone (clones share the connection).
 #[derive(Clone)]
 pub enum Conn {
-    Grpc(A2aServiceClient<Channel>),
+    Grpc(GrpcConn),
     Json(JsonConn),
+}
+
+/// A gRPC connection, and the credential metadata each call carries.
+#[derive(Clone)]
+pub struct GrpcConn {
+    client: A2aServiceClient<Channel>,
+    credential: Option<(AsciiMetadataKey, AsciiMetadataValue)>,
+}
+
+impl GrpcConn {
+    fn new(channel: Channel, credential: Option<&Credential>) -> Result<Self, BoxError> {
+        let credential = match credential {
+            Some(c) => Some((c.header.as_str().parse()?, AsciiMetadataValue::try_from(c.value.as_bytes())?)),
+            None => None,
+        };
+        Ok(Self { client: A2aServiceClient::new(channel), credential })
+    }
+
+    /// A client for one call (clones share the connection) and the request with metadata.
+    fn call<T>(&self, message: T) -> (A2aServiceClient<Channel>, tonic::Request<T>) {
+        let mut request = tonic::Request::new(message);
+        if let Some((key, value)) = &self.credential {
+            request.metadata_mut().insert(key.clone(), value.clone());
+        }
+        (self.client.clone(), request)
+    }
 }
 
 impl Conn {
@@ -96,7 +148,10 @@ impl Conn {
     pub async fn send(&self, request: SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
         let call = async {
             match self {
-                Conn::Grpc(client) => Ok(client.clone().send_message(request).await?.into_inner()),
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) = grpc.call(request);
+                    Ok(client.send_message(request).await?.into_inner())
+                }
                 Conn::Json(conn) => conn.send(&request).await,
             }
         };
@@ -116,9 +171,10 @@ impl Conn {
     pub async fn subscribe(&self, task_id: &str) -> Result<Sub, BoxError> {
         let call = async {
             match self {
-                Conn::Grpc(client) => {
-                    let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
-                    Ok(Sub::Grpc(client.clone().subscribe_to_task(request).await?.into_inner()))
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) =
+                        grpc.call(SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() });
+                    Ok(Sub::Grpc(client.subscribe_to_task(request).await?.into_inner()))
                 }
                 Conn::Json(conn) => Ok(Sub::Sse(conn.subscribe(task_id).await?)),
             }
@@ -132,14 +188,30 @@ impl Conn {
     pub async fn cancel(&self, task_id: &str) -> Result<(), BoxError> {
         let call = async {
             match self {
-                Conn::Grpc(client) => {
-                    let request = CancelTaskRequest { id: task_id.to_owned(), ..Default::default() };
-                    client.clone().cancel_task(request).await.map(drop).map_err(BoxError::from)
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) =
+                        grpc.call(CancelTaskRequest { id: task_id.to_owned(), ..Default::default() });
+                    client.cancel_task(request).await.map(drop).map_err(BoxError::from)
                 }
                 Conn::Json(conn) => conn.cancel(task_id).await,
             }
         };
         bounded("CancelTask", call).await
+    }
+
+    /// ListTasks: the first page of `page_size` tasks (without artifacts).
+    pub async fn list_tasks(&self, page_size: i32) -> Result<ListTasksResponse, BoxError> {
+        let request = ListTasksRequest { page_size: Some(page_size), ..Default::default() };
+        let call = async {
+            match self {
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) = grpc.call(request);
+                    Ok(client.list_tasks(request).await?.into_inner())
+                }
+                Conn::Json(conn) => conn.list_tasks(&request).await,
+            }
+        };
+        bounded("ListTasks", call).await
     }
 }
 

@@ -95,7 +95,7 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     eprintln!("a2a-bench: started the memory-mode server (pid {}) on {}", memory.pid, memory.addr);
 
     let replica = |process: &ServerProcess| Replica {
-        target: Target { binding: args.binding, url: process.url() },
+        target: Target { binding: args.binding, url: process.url(), credential: None },
         pid: process.pid,
     };
     let background = idle_rate(&redis, p.idle).await?;

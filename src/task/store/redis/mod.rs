@@ -146,7 +146,7 @@ impl RedisStore {
     /// Cutoff, max count, max bytes and batch: the retention arguments of RETAIN and WRITE.
     fn retention_args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
         let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
-        let bytes = self.retention.max_bytes.min(i64::MAX as u64);
+        let bytes = u64::try_from(self.retention.max_bytes).unwrap_or(u64::MAX).min(i64::MAX as u64);
         invocation.arg(cutoff).arg(self.retention.max_finished).arg(bytes).arg(EVICT_BATCH);
     }
 

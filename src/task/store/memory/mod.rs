@@ -1,0 +1,235 @@
+//! The default, in-process task store, with bounded retention of finished tasks.
+//!
+//! One lock guards the tasks, the ListTasks indexes ([`index`]) and retention ([`retention`]),
+//! and no critical section grows with the number of tasks: a save or a get is a few hash and
+//! O(log n) index operations, a ListTasks page a seek plus the page (the page's tasks are
+//! cloned after the lock is released), and eviction runs in batches of [`EVICT_BATCH`] with the
+//! lock released in between, the evicted tasks freed outside it.
+mod index;
+mod ranked;
+mod retention;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use prost::Message as _;
+
+use super::{TaskPage, TaskQuery, TaskStore, status_nanos};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::{Task, TaskPushNotificationConfig};
+use crate::task::{is_terminal, state_of};
+use index::{Entry, Indexes, Position};
+use retention::{Counted, Finished};
+pub use retention::{DEFAULT_MAX_BYTES, Retention};
+
+/// Finished tasks evicted per critical section: enough that eviction keeps up (a save adds at
+/// most one finished task), few enough that other calls wait microseconds, not milliseconds,
+/// when a large task pushes many small ones out or a burst expires at once.
+const EVICT_BATCH: usize = 64;
+
+struct Record {
+    owner: Owner,
+    task: Arc<Task>,
+    /// Where the task is indexed now.
+    entry: Entry,
+    /// How retention counts it, once it has finished.
+    finished: Option<Counted>,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: HashMap<Arc<str>, Record>,
+    indexes: Indexes,
+    /// Push notification configs by task id, each with the owner that created it.
+    push_configs: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>>,
+    finished: Finished,
+}
+
+/// Tasks in a map with per-owner ListTasks indexes; finished ones evicted by count, age and
+/// bytes.
+pub struct MemoryStore {
+    retention: Retention,
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store with the given retention.
+    pub fn new(retention: Retention) -> Self {
+        Self { retention, state: Mutex::new(State::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Evicts what retention no longer keeps, a batch per critical section, and frees it
+    /// outside the lock.
+    fn evict(&self, now: Instant) {
+        loop {
+            let (evicted, more) = self.lock().evict(&self.retention, now);
+            drop(evicted);
+            if !more {
+                return;
+            }
+        }
+    }
+}
+
+impl State {
+    /// Takes out up to [`EVICT_BATCH`] finished tasks retention no longer keeps; says whether
+    /// more are due. The caller drops them after releasing the lock.
+    fn evict(&mut self, retention: &Retention, now: Instant) -> (Vec<Record>, bool) {
+        let mut evicted = Vec::new();
+        while let Some(due) = self.finished.due(retention, now) {
+            if evicted.len() == EVICT_BATCH {
+                return (evicted, true);
+            }
+            let counted = self.tasks.get(&due.id).and_then(|r| r.finished).filter(|&c| due.counts(Some(c)));
+            self.finished.pop(counted);
+            if counted.is_some() {
+                evicted.extend(self.remove(&due.id));
+            }
+        }
+        (evicted, false)
+    }
+
+    /// Removes a task, its index entries and its push configs (not its retention entry).
+    fn remove(&mut self, id: &str) -> Option<Record> {
+        let record = self.tasks.remove(id)?;
+        self.indexes.remove(&record.owner, &record.entry);
+        self.push_configs.remove(id);
+        Some(record)
+    }
+
+    /// Stores `task` (finished, `bytes` long, if `bytes` is given) for `owner`, moving its
+    /// index entries; returns what it replaced, for the caller to drop outside the lock. A
+    /// finished task larger than all retention may keep is not kept: it is removed instead.
+    fn save(
+        &mut self,
+        owner: &Owner,
+        task: Arc<Task>,
+        bytes: Option<usize>,
+        retention: &Retention,
+        now: Instant,
+    ) -> Result<Option<Arc<Task>>, A2aError> {
+        let stored_owner = self.tasks.get(task.id.as_str()).map(|r| &r.owner);
+        if stored_owner.is_some_and(|o| o != owner) {
+            return Err(A2aError::Internal(format!("task {} is stored for another owner", task.id)));
+        }
+        if bytes.is_some_and(|b| b > retention.max_bytes) {
+            let forgotten = self.remove(&task.id);
+            if let Some(counted) = forgotten.as_ref().and_then(|r| r.finished) {
+                self.finished.forget(counted);
+            }
+            return Ok(forgotten.map(|r| r.task));
+        }
+        let Self { tasks, indexes, finished, .. } = self;
+        let entry = |id: Arc<str>| Entry {
+            position: Position { nanos: status_nanos(&task), id },
+            state: state_of(task.status.as_ref()),
+            context_id: task.context_id.clone(),
+        };
+        let Some(record) = tasks.get_mut(task.id.as_str()) else {
+            let id: Arc<str> = Arc::from(task.id.as_str());
+            let entry = entry(id.clone());
+            indexes.insert(owner, &entry);
+            let counted = bytes.map(|bytes| finished.push(id.clone(), now, bytes));
+            tasks.insert(id, Record { owner: owner.clone(), task, entry, finished: counted });
+            return Ok(None);
+        };
+        let entry = entry(record.entry.position.id.clone());
+        if entry != record.entry {
+            indexes.remove(owner, &record.entry);
+            indexes.insert(owner, &entry);
+            record.entry = entry;
+        }
+        record.finished = match (record.finished, bytes) {
+            (Some(counted), Some(bytes)) => Some(finished.resize(counted, bytes)),
+            (None, Some(bytes)) => Some(finished.push(record.entry.position.id.clone(), now, bytes)),
+            // A finished task saved unfinished (no rule does that) keeps its place and size.
+            (counted, None) => counted,
+        };
+        Ok(Some(std::mem::replace(&mut record.task, task)))
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
+        let now = Instant::now();
+        // Sized before taking the lock: encoded_len walks the whole task.
+        let bytes = is_terminal(state_of(task.status.as_ref())).then(|| task.encoded_len());
+        let replaced = self.lock().save(owner, task, bytes, &self.retention, now)?;
+        drop(replaced);
+        self.evict(now);
+        Ok(())
+    }
+
+    async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
+        self.evict(Instant::now());
+        let state = self.lock();
+        Ok(state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone()))
+    }
+
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
+        self.evict(Instant::now());
+        let (tasks, next, total) = {
+            let state = self.lock();
+            let page = state.indexes.page(owner, query);
+            let tasks: Vec<Arc<Task>> =
+                page.ids.iter().filter_map(|id| state.tasks.get(&**id)).map(|r| r.task.clone()).collect();
+            (tasks, page.next, page.total)
+        };
+        // Copies (the core trims them) are made outside the lock.
+        let tasks = tasks.into_iter().map(Arc::unwrap_or_clone).collect();
+        Ok(TaskPage { tasks, next, total })
+    }
+
+    async fn put_push_config(
+        &self,
+        owner: &Owner,
+        config: &TaskPushNotificationConfig,
+        max_per_task: usize,
+    ) -> Result<(), A2aError> {
+        let mut state = self.lock();
+        let configs = state.push_configs.entry(config.task_id.clone()).or_default();
+        if let Some(existing) = configs.iter_mut().find(|(o, c)| o == owner && c.id == config.id) {
+            existing.1 = config.clone();
+            return Ok(());
+        }
+        if configs.iter().filter(|(o, _)| o == owner).count() >= max_per_task {
+            return Err(super::push_config_limit(&config.task_id, max_per_task));
+        }
+        configs.push((owner.clone(), config.clone()));
+        Ok(())
+    }
+
+    async fn push_configs(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
+        let state = self.lock();
+        Ok(state
+            .push_configs
+            .get(task_id)
+            .map(|configs| configs.iter().filter(|(o, _)| o == owner).map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default())
+    }
+
+    async fn delete_push_config(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<(), A2aError> {
+        let mut state = self.lock();
+        if let Some(configs) = state.push_configs.get_mut(task_id) {
+            configs.retain(|(o, c)| !(o == owner && c.id == config_id));
+        }
+        Ok(())
+    }
+}
