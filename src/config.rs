@@ -223,7 +223,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub push_queue_capacity: u64,
 
-    /// Bytes of events queued for webhooks over every task before new ones are dropped
+    /// Bytes of events queued for (or in delivery to) webhooks over every task before new ones
+    /// are dropped
     /// (counted in `a2a_push_dropped_total`).
     #[arg(long, env = "A2A_PUSH_MAX_QUEUED_BYTES", default_value_t = 64 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..))]

@@ -61,7 +61,8 @@ enum Outcome {
 
 impl Worker {
     pub(super) async fn run(self) {
-        while let Some(event) = self.queue.next(WORKER_IDLE).await {
+        while let Some(taken) = self.queue.next(WORKER_IDLE).await {
+            let event = &taken.event;
             // Read the config at every delivery: a deleted config gets nothing more, and an
             // updated one is used as it is now.
             let config = match self.store.push_configs(&self.owner, &self.task_id).await {
@@ -69,7 +70,7 @@ impl Worker {
                 Err(_) => None,
             };
             let Some(config) = config else { break };
-            self.deliver(&config, &event).await;
+            self.deliver(&config, event).await;
         }
         let dropped = self.queue.close();
         self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);

@@ -8,7 +8,7 @@
 //! task is never dropped for an older one).
 //!
 //! Bounded in total, whatever clients register: at most `max_concurrency` requests in flight
-//! (and so sockets open) over every webhook, at most `max_queued_bytes` of events waiting, and
+//! (and so sockets open) over every webhook, at most `max_queued_bytes` of events waiting or in delivery, and
 //! configs capped per task and per principal (the store enforces those). Optionally every
 //! POST is signed (`signing.rs`), with the public keys at `/.well-known/jwks.json`.
 pub mod delivery;
@@ -60,7 +60,7 @@ pub struct PushSettings {
     pub max_backoff: Duration,
     /// Events queued per config before the overflow policy sheds some.
     pub queue_capacity: usize,
-    /// Bytes of events queued over every config before new ones are dropped.
+    /// Bytes of events queued or in delivery over every config before new ones are dropped.
     pub max_queued_bytes: u64,
     /// Webhook requests in flight at once over every task (and so outbound sockets).
     pub max_concurrency: usize,
@@ -122,7 +122,7 @@ pub struct PushStats {
     pub dropped: AtomicU64,
     /// Requests in flight now (a gauge).
     pub in_flight: AtomicU64,
-    /// Bytes of events queued now (a gauge).
+    /// Bytes of events queued or in delivery now (a gauge).
     pub queued_bytes: AtomicU64,
 }
 

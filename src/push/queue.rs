@@ -20,7 +20,7 @@ pub const WORKER_IDLE: Duration = Duration::from_secs(60);
 /// The bytes every webhook queue together may hold.
 pub struct QueueBudget {
     max: u64,
-    /// Counts the bytes queued now (`queued_bytes`, a gauge at `/metrics`).
+    /// Counts the bytes queued or in delivery now (`queued_bytes`, a gauge at `/metrics`).
     stats: Arc<PushStats>,
 }
 
@@ -41,6 +41,21 @@ impl QueueBudget {
 
     fn give(&self, bytes: u64) {
         self.stats.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// An event taken from a queue for delivery: its bytes stay counted in the budget until it
+/// is dropped (delivered or given up), so events waiting for a permit count too.
+pub struct Taken {
+    /// The event.
+    pub event: Arc<TaskEvent>,
+    bytes: u64,
+    budget: Arc<QueueBudget>,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        self.budget.give(self.bytes);
     }
 }
 
@@ -164,14 +179,13 @@ impl WorkerQueue {
 
     /// The next event; `None` once the task ended and everything was taken, or after `idle`
     /// with nothing queued (the queue is then closed, so the dispatcher starts a new worker).
-    pub async fn next(&self, idle: Duration) -> Option<Arc<TaskEvent>> {
+    pub async fn next(&self, idle: Duration) -> Option<Taken> {
         loop {
             let notified = self.wake.notified();
             {
                 let mut inner = self.lock();
                 if let Some((event, bytes)) = inner.events.pop_front() {
-                    self.budget.give(bytes);
-                    return Some(event);
+                    return Some(Taken { event, bytes, budget: self.budget.clone() });
                 }
                 if self.finished.load(Ordering::Acquire) {
                     inner.closed = true;
@@ -266,8 +280,11 @@ mod tests {
         queue.push(event(1, true));
         queue.push(event(2, true));
         queue.finish();
-        assert_eq!(queue.next(WORKER_IDLE).await.map(|e| e.seq), Some(1));
-        assert_eq!(queue.next(WORKER_IDLE).await.map(|e| e.seq), Some(2));
+        let first = queue.next(WORKER_IDLE).await.unwrap();
+        assert_eq!(first.event.seq, 1);
+        assert!(PushStats::get(&used.queued_bytes) > 0, "both are counted until delivered");
+        drop(first);
+        assert_eq!(queue.next(WORKER_IDLE).await.map(|t| t.event.seq), Some(2));
         assert!(queue.next(WORKER_IDLE).await.is_none());
         assert_eq!(PushStats::get(&used.queued_bytes), 0);
     }
