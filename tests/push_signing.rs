@@ -1,18 +1,22 @@
 //! Signed webhooks (`--push-signing-key`): every push a real receiver gets verifies against the
 //! server's `/.well-known/jwks.json` with an independent JWT implementation (ES256, EdDSA and
 //! RS256 keys generated here), a tampered body or a foreign audience does not, the JWKS is
-//! public with authentication on, and several keys rotate.
+//! public with authentication on, several keys rotate, and a fleet's replicas agree.
 mod common;
 
 use std::sync::Arc;
 
 use a2a_server::auth::Authenticator;
-use a2a_server::proto::{AuthenticationInfo, Task, TaskPushNotificationConfig};
+use a2a_server::proto::{
+    AuthenticationInfo, SendMessageConfiguration, SendMessageRequest, Task, TaskPushNotificationConfig,
+};
 use a2a_server::push::signing::PushSigner;
 use a2a_server::push::ssrf::Policy;
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyPair};
+use common::fleet::Fleet;
+use common::redis::RedisServer;
 use common::webhook::{Behaviour, Receiver, Verifier, push_settings};
 use common::*;
 use serde_json::Value;
@@ -34,11 +38,11 @@ fn key_pem(kind: &str) -> String {
     pem::encode(&pem::Pem::new("PRIVATE KEY", der))
 }
 
-/// Loads `pems` (one file each, in order) the way `--push-signing-key` does.
-fn signer(pems: &[String]) -> Arc<PushSigner> {
+/// Writes each of `pems` to a file of its own in a fresh directory.
+fn key_files(pems: &[String]) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let dir = std::env::temp_dir().join(format!("a2a-push-keys-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    let paths: Vec<_> = pems
+    let paths = pems
         .iter()
         .enumerate()
         .map(|(i, pem)| {
@@ -47,6 +51,12 @@ fn signer(pems: &[String]) -> Arc<PushSigner> {
             path
         })
         .collect();
+    (dir, paths)
+}
+
+/// Loads `pems` (one file each, in order) the way `--push-signing-key` does.
+fn signer(pems: &[String]) -> Arc<PushSigner> {
+    let (dir, paths) = key_files(pems);
     let signer = PushSigner::from_files(&paths).expect("the keys load");
     std::fs::remove_dir_all(&dir).unwrap();
     Arc::new(signer)
@@ -200,4 +210,46 @@ async fn the_jwks_is_public_when_authentication_is_on() {
     assert_eq!(jwks.status(), 200, "no credential needed");
     let tasks = reqwest::get(format!("{}/tasks", server.url())).await.unwrap();
     assert_eq!(tasks.status(), 401, "while the A2A routes need one");
+}
+
+#[tokio::test]
+async fn in_a_fleet_every_replica_publishes_the_same_keys_and_the_owner_signs() {
+    let Some(redis) = RedisServer::start() else { return };
+    let (dir, paths) = key_files(&[key_pem("ES256")]);
+    const PUBLIC: &str = "https://agents.example.com";
+    let key = paths[0].to_str().unwrap();
+    let args = ["--push", "--push-allow-private", "--push-signing-key", key, "--public-url", PUBLIC];
+    let fleet = Fleet::start(2, &redis.url(), &args);
+    let (a, b) = (&fleet.replicas[0], &fleet.replicas[1]);
+    let on_a = Verifier::fetch(&a.url()).await;
+    let on_b = Verifier::fetch(&b.url()).await.issued_by(PUBLIC);
+    assert_eq!(
+        serde_json::to_value(&on_a.jwks).unwrap(),
+        serde_json::to_value(&on_b.jwks).unwrap(),
+        "the same key file, the same JWKS (kid = thumbprint) on every replica"
+    );
+
+    let receiver = Receiver::start(Behaviour::Accept).await;
+    let request = SendMessageRequest {
+        configuration: Some(SendMessageConfiguration {
+            task_push_notification_config: Some(TaskPushNotificationConfig {
+                url: receiver.url.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..send("input")
+    };
+    let task = send_task(&mut a.client().await, request).await;
+    // The follow-up arrives at B and travels to A, the owner, which delivers and signs.
+    send_task(&mut b.client().await, follow_up(&task, "done")).await;
+    receiver.wait_for(3).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    let calls = receiver.calls.lock().unwrap();
+    for call in calls.iter() {
+        let claims = on_b.verify(&call.headers, &call.raw, &receiver.url).expect("verifies with B's JWKS");
+        assert_eq!(claims["iss"], PUBLIC);
+        assert_eq!(claims["taskId"], task.id.as_str());
+    }
+    assert_eq!(json_state(&calls.last().unwrap().body).as_deref(), Some("TASK_STATE_COMPLETED"));
 }

@@ -129,6 +129,11 @@ impl Verifier {
         Self { jwks, issuer: base.to_owned() }
     }
 
+    /// Expects `issuer` instead of the URL the JWKS came from (a fleet behind one public URL).
+    pub fn issued_by(self, issuer: &str) -> Self {
+        Self { issuer: issuer.to_owned(), ..self }
+    }
+
     /// The claims of a push that verifies; why not, otherwise.
     pub fn verify(&self, headers: &HeaderMap, body: &[u8], audience: &str) -> Result<Value, String> {
         use jsonwebtoken::{DecodingKey, Validation, decode, decode_header};
