@@ -11,7 +11,7 @@
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
-//! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap ([`push_quota`]) | none |
+//! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:finished` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
