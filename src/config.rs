@@ -11,6 +11,7 @@ use crate::core::CoreSettings;
 use crate::fleet::FleetSettings;
 use crate::proto::{AgentCard, AgentSkill};
 use crate::protojson;
+use crate::push::signing::PushSigner;
 use crate::push::ssrf::Policy;
 use crate::push::{PushEvents, PushSettings};
 use crate::task::store::{RedisOptions, Retention};
@@ -227,6 +228,35 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub push_queue_capacity: u64,
 
+    /// Bytes of events queued for (or in delivery to) webhooks over every task before new ones
+    /// are dropped
+    /// (counted in `a2a_push_dropped_total`).
+    #[arg(long, env = "A2A_PUSH_MAX_QUEUED_BYTES", default_value_t = 64 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub push_max_queued_bytes: u64,
+
+    /// Webhook requests in flight at once over every task; also the most outbound webhook
+    /// sockets open (no idle connections are kept).
+    #[arg(long, env = "A2A_PUSH_MAX_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub push_max_concurrency: u64,
+
+    /// Push notification configs per task.
+    #[arg(long, env = "A2A_MAX_PUSH_CONFIGS_PER_TASK", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub max_push_configs_per_task: u64,
+
+    /// Push notification configs per principal, over all its tasks and tenants.
+    #[arg(long, env = "A2A_MAX_PUSH_CONFIGS_PER_PRINCIPAL", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_push_configs_per_principal: u64,
+
+    /// Sign every webhook POST with this PEM private key (EC P-256/P-384, Ed25519 or RSA) and
+    /// publish its public key at `/.well-known/jwks.json`. Repeatable: the first key signs,
+    /// all are published (for rotation).
+    #[arg(long = "push-signing-key", env = "A2A_PUSH_SIGNING_KEY", value_delimiter = ',')]
+    pub push_signing_key: Vec<PathBuf>,
+
     /// Seconds in-flight calls get to finish after SIGTERM before running tasks are cancelled.
     #[arg(long, env = "A2A_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
@@ -355,6 +385,16 @@ impl Config {
         read_card("--extended-card", self.extended_card.as_deref())
     }
 
+    /// The webhook signing keys, if `--push-signing-key` names any.
+    pub fn push_signer(&self) -> Result<Option<PushSigner>, String> {
+        if self.push_signing_key.is_empty() {
+            return Ok(None);
+        }
+        PushSigner::from_files(&self.push_signing_key)
+            .map(Some)
+            .map_err(|e| format!("--push-signing-key {e}"))
+    }
+
     /// The card fields given as flags.
     pub fn card_overrides(&self) -> Result<CardOverrides, String> {
         let skills = self
@@ -470,6 +510,10 @@ impl Config {
             max_attempts: self.push_max_attempts,
             max_age: Duration::from_secs(self.push_max_age_secs),
             queue_capacity: self.push_queue_capacity as usize,
+            max_queued_bytes: self.push_max_queued_bytes,
+            max_concurrency: self.push_max_concurrency as usize,
+            max_configs_per_task: self.max_push_configs_per_task as usize,
+            max_configs_per_principal: self.max_push_configs_per_principal as usize,
             ..PushSettings::default()
         };
         CoreSettings {

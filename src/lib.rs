@@ -30,8 +30,10 @@
 //!   registry of live tasks, the task metrics, and the task store (`store/`: memory, Redis).
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
-//! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded; it hears of
-//!   events as the task layer's [`task::EventObserver`].
+//! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded, bounded in
+//!   total (requests in flight, queued bytes) and optionally signed (a JWT per POST, the keys
+//!   at `/.well-known/jwks.json`); it hears of events as the task layer's
+//!   [`task::EventObserver`].
 //! - [`card`]: building and validating the Agent Card from flags or a file.
 //! - [`ui`]: the `/ui` dashboard, HTML, CSS and JavaScript modules compiled in (`ui/assets/`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.

@@ -109,6 +109,10 @@ async fn run(config: Config) -> Result<(), BoxError> {
     let base_card = config.card_file().unwrap_or_else(|e| config_error(e)).unwrap_or(default_card);
     let overrides = config.card_overrides().unwrap_or_else(|e| config_error(e));
     let mut settings = config.core_settings();
+    settings.push.signing = config.push_signer().unwrap_or_else(|e| config_error(e)).map(Arc::new);
+    if settings.push.signing.is_some() && !settings.push_notifications {
+        tracing::warn!("--push-signing-key without --push: nothing is pushed, so nothing is signed");
+    }
     let extended_card = config.extended_card_file().unwrap_or_else(|e| config_error(e));
     settings.extended_card = extended_card.clone();
     let auth = config.auth.as_deref().map(|path| {

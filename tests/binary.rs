@@ -124,3 +124,29 @@ fn an_otlp_endpoint_without_the_otel_feature_is_a_start_up_error() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--features otel"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_push_signing_key_is_published_and_a_bad_one_stops_the_start() {
+    let dir = std::env::temp_dir().join(format!("a2a-push-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key.pem");
+    let der =
+        aws_lc_rs::signature::Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
+    std::fs::write(&key, pem::encode(&pem::Pem::new("PRIVATE KEY", der.as_ref().to_vec()))).unwrap();
+    let process = ServerProcess::start_with_env(
+        &["--listen", "127.0.0.1:0", "--push"],
+        &[("A2A_PUSH_SIGNING_KEY", key.to_str().unwrap())],
+    );
+    let jwks: serde_json::Value =
+        reqwest::get(format!("{}/.well-known/jwks.json", process.url())).await.unwrap().json().await.unwrap();
+    assert_eq!(jwks["keys"][0]["kty"], "OKP", "{jwks}");
+    assert_eq!(jwks["keys"][0]["alg"], "EdDSA", "{jwks}");
+    drop(process);
+
+    let bad = dir.join("bad.pem");
+    std::fs::write(&bad, "not a key").unwrap();
+    let (code, stderr) = run_to_exit(&["--push", "--push-signing-key", bad.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--push-signing-key") && stderr.contains("bad.pem"), "{stderr}");
+}

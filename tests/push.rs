@@ -246,7 +246,7 @@ async fn crud_over_grpc_with_errors() {
         client.create_task_push_notification_config(config(&task, hook)).await.unwrap();
     }
     let error = client.create_task_push_notification_config(config(&task, hook)).await.unwrap_err();
-    assert_a2a_error(&error, Code::InvalidArgument, "INVALID_PARAMS");
+    assert_a2a_error(&error, Code::ResourceExhausted, "QUOTA_EXCEEDED");
     assert!(error.message().contains("limit"), "{}", error.message());
     // Another tenant does not see the task, so it cannot attach webhooks to it.
     let foreign = TaskPushNotificationConfig { tenant: "other".into(), ..config(&task, hook) };

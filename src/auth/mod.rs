@@ -220,6 +220,7 @@ impl Authenticator {
     /// Paths whose handlers never ask who is calling: not worth checking a credential for.
     fn is_public(&self, path: &str) -> bool {
         path.ends_with("/.well-known/agent-card.json")
+            || path.ends_with("/.well-known/jwks.json")
             || matches!(path, "/healthz" | "/readyz")
             || (path == "/metrics" && !self.protect_metrics)
             || path.starts_with("/grpc.health.v1.")

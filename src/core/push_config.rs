@@ -30,7 +30,7 @@ impl Core {
         if config.id.is_empty() {
             config.id = uuid::Uuid::new_v4().to_string();
         }
-        self.env.store.put_push_config(owner, &config, self.settings.push.max_configs_per_task).await?;
+        self.env.store.put_push_config(owner, &config, self.settings.push.config_limits()).await?;
         Ok(config)
     }
 

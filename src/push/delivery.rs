@@ -1,15 +1,18 @@
 //! One worker per push notification config: POSTs its queued events in order, retrying with
 //! exponential backoff and jitter on connection errors, timeouts, 5xx and 429 (honouring
-//! `Retry-After`), and giving up after the attempt or age limit.
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+//! `Retry-After`), and giving up after the attempt or age limit. Every attempt waits for one
+//! of the `--push-max-concurrency` permits shared by all workers, and holds it only while its
+//! request is in flight (not while it backs off).
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use tokio::sync::Notify;
+use tokio::sync::Semaphore;
 
+use super::queue::{WORKER_IDLE, WorkerQueue};
+use super::signing::{Delivery, SIGNATURE_HEADER};
 use super::ssrf::GuardedResolver;
 use super::{PushSettings, PushStats};
 use crate::call::Owner;
@@ -19,91 +22,20 @@ use crate::task::log::TaskEvent;
 use crate::task::store::TaskStore;
 
 /// The HTTP client for webhooks: SSRF-guarded DNS, no proxies (they would bypass the guard),
-/// no redirects (a redirect could point anywhere).
+/// no redirects (a redirect could point anywhere), and no idle connections kept: the pool's
+/// bound is per host, so receivers on many hosts (or ports) could otherwise hold any number
+/// of idle sockets; without it, open webhook sockets never exceed `--push-max-concurrency`.
 pub fn client(settings: &PushSettings) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .dns_resolver(Arc::new(GuardedResolver::new(Arc::new(settings.policy.clone()))))
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
         .timeout(settings.attempt_timeout)
         .connect_timeout(settings.attempt_timeout)
         .user_agent(concat!("a2a-server/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))
-}
-
-/// A config's bounded queue of events.
-pub struct WorkerQueue {
-    capacity: usize,
-    events: Mutex<VecDeque<Arc<TaskEvent>>>,
-    wake: Notify,
-    /// No more events will come (the task ended): drain and stop.
-    finished: AtomicBool,
-    /// The worker stopped (config deleted): the dispatcher starts a new one if needed.
-    closed: AtomicBool,
-}
-
-impl WorkerQueue {
-    pub(super) fn new(capacity: usize) -> Self {
-        Self {
-            capacity: capacity.max(1),
-            events: Mutex::new(VecDeque::new()),
-            wake: Notify::new(),
-            finished: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    /// Queues an event; when full, sheds the oldest artifact update (or, if there is none,
-    /// the oldest event) first. Returns whether something was shed.
-    pub(super) fn push(&self, event: Arc<TaskEvent>) -> bool {
-        let shed = {
-            let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
-            let shed = events.len() >= self.capacity;
-            if shed {
-                match events.iter().position(|e| e.state().is_none()) {
-                    Some(chunk) => events.remove(chunk),
-                    None => events.pop_front(),
-                };
-            }
-            events.push_back(event);
-            shed
-        };
-        self.wake.notify_one();
-        shed
-    }
-
-    pub(super) fn finish(&self) {
-        self.finished.store(true, Ordering::Release);
-        self.wake.notify_one();
-    }
-
-    pub(super) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Queued events right now.
-    pub fn len(&self) -> usize {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    async fn next(&self) -> Option<Arc<TaskEvent>> {
-        loop {
-            let notified = self.wake.notified();
-            if let Some(event) = self.events.lock().unwrap_or_else(|e| e.into_inner()).pop_front() {
-                return Some(event);
-            }
-            if self.finished.load(Ordering::Acquire) {
-                return None;
-            }
-            notified.await;
-        }
-    }
 }
 
 /// Delivers one config's events.
@@ -116,6 +48,8 @@ pub(super) struct Worker {
     pub client: reqwest::Client,
     pub settings: Arc<PushSettings>,
     pub stats: Arc<PushStats>,
+    /// The permits for requests in flight, shared by every worker.
+    pub sends: Arc<Semaphore>,
 }
 
 enum Outcome {
@@ -127,7 +61,8 @@ enum Outcome {
 
 impl Worker {
     pub(super) async fn run(self) {
-        while let Some(event) = self.queue.next().await {
+        while let Some(taken) = self.queue.next(WORKER_IDLE).await {
+            let event = &taken.event;
             // Read the config at every delivery: a deleted config gets nothing more, and an
             // updated one is used as it is now.
             let config = match self.store.push_configs(&self.owner, &self.task_id).await {
@@ -135,9 +70,10 @@ impl Worker {
                 Err(_) => None,
             };
             let Some(config) = config else { break };
-            self.deliver(&config, &event).await;
+            self.deliver(&config, event).await;
         }
-        self.queue.closed.store(true, Ordering::Release);
+        let dropped = self.queue.close();
+        self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
     }
 
     async fn deliver(&self, config: &TaskPushNotificationConfig, event: &TaskEvent) {
@@ -147,7 +83,14 @@ impl Worker {
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
-            let (delay, reason) = match self.attempt(config, &body).await {
+            let outcome = {
+                let Ok(_permit) = self.sends.acquire().await else { return };
+                self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+                let outcome = self.attempt(config, event.seq, &body).await;
+                self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+                outcome
+            };
+            let (delay, reason) = match outcome {
                 Outcome::Delivered => {
                     self.stats.delivered.fetch_add(1, Ordering::Relaxed);
                     return;
@@ -178,7 +121,7 @@ impl Worker {
         );
     }
 
-    async fn attempt(&self, config: &TaskPushNotificationConfig, body: &str) -> Outcome {
+    async fn attempt(&self, config: &TaskPushNotificationConfig, generation: u64, body: &str) -> Outcome {
         let url = match reqwest::Url::parse(&config.url) {
             Ok(url) => url,
             Err(e) => return Outcome::Fail(format!("invalid webhook URL: {e}")),
@@ -191,12 +134,28 @@ impl Worker {
             .post(url)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/a2a+json"))
             .body(body.to_owned());
-        if let Some(auth) = &config.authentication {
-            let value = match auth.credentials.as_str() {
-                "" => auth.scheme.clone(),
-                credentials => format!("{} {credentials}", auth.scheme),
-            };
+        let token = match &self.settings.signing {
+            Some(signer) => {
+                let delivery = Delivery {
+                    issuer: &self.settings.issuer,
+                    audience: &config.url,
+                    task_id: &self.task_id,
+                    config_id: &self.config_id,
+                    generation,
+                    body: body.as_bytes(),
+                };
+                match signer.sign(&delivery) {
+                    Ok(token) => Some(token),
+                    Err(reason) => return Outcome::Fail(reason),
+                }
+            }
+            None => None,
+        };
+        if let Some(value) = authorization(config, token.as_deref()) {
             request = request.header(AUTHORIZATION, value);
+        }
+        if let Some(token) = token {
+            request = request.header(SIGNATURE_HEADER, token);
         }
         if !config.token.is_empty() {
             request = request.header("X-A2A-Notification-Token", config.token.as_str());
@@ -221,6 +180,25 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// The `Authorization` header: the config's own credentials when it has some (the spec's
+/// MUST); otherwise, when signing, the token as a bearer credential (where the A2A guide and
+/// samples look for it), also for a config that asked for `Bearer` without credentials.
+fn authorization(config: &TaskPushNotificationConfig, token: Option<&str>) -> Option<String> {
+    match (&config.authentication, token) {
+        (Some(auth), Some(token))
+            if auth.credentials.is_empty() && auth.scheme.eq_ignore_ascii_case("bearer") =>
+        {
+            Some(format!("Bearer {token}"))
+        }
+        (Some(auth), _) => Some(match auth.credentials.as_str() {
+            "" => auth.scheme.clone(),
+            credentials => format!("{} {credentials}", auth.scheme),
+        }),
+        (None, Some(token)) => Some(format!("Bearer {token}")),
+        (None, None) => None,
     }
 }
 
@@ -256,33 +234,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{StreamResponse, TaskStatus, TaskStatusUpdateEvent, stream_response::Payload};
-
-    fn event(seq: u64, status: bool) -> Arc<TaskEvent> {
-        let payload = if status {
-            Payload::StatusUpdate(TaskStatusUpdateEvent {
-                status: Some(TaskStatus::default()),
-                ..Default::default()
-            })
-        } else {
-            Payload::ArtifactUpdate(Default::default())
-        };
-        Arc::new(TaskEvent::new(seq, StreamResponse { payload: Some(payload) }))
-    }
-
-    #[test]
-    fn a_full_queue_sheds_chunks_before_states() {
-        let queue = WorkerQueue::new(3);
-        assert!(!queue.push(event(1, true)));
-        assert!(!queue.push(event(2, false)));
-        assert!(!queue.push(event(3, true)));
-        assert!(queue.push(event(4, true)), "full: something is shed");
-        let seqs: Vec<u64> = queue.events.lock().unwrap().iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, [1, 3, 4], "the chunk went first");
-        assert!(queue.push(event(5, true)));
-        let seqs: Vec<u64> = queue.events.lock().unwrap().iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, [3, 4, 5], "then the oldest state; the newest is kept");
-    }
+    use crate::proto::AuthenticationInfo;
 
     #[test]
     fn backoff_grows_and_is_capped() {
@@ -305,5 +257,23 @@ mod tests {
         assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
         headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
         assert_eq!(retry_after(&headers), Some(Duration::ZERO), "a past date means now");
+    }
+
+    #[test]
+    fn the_token_takes_authorization_only_when_the_config_leaves_it_free() {
+        let with = |scheme: &str, credentials: &str| TaskPushNotificationConfig {
+            authentication: Some(AuthenticationInfo {
+                scheme: scheme.into(),
+                credentials: credentials.into(),
+            }),
+            ..Default::default()
+        };
+        let none = TaskPushNotificationConfig::default();
+        assert_eq!(authorization(&none, None), None);
+        assert_eq!(authorization(&none, Some("t")).as_deref(), Some("Bearer t"));
+        assert_eq!(authorization(&with("bearer", ""), Some("t")).as_deref(), Some("Bearer t"));
+        assert_eq!(authorization(&with("Bearer", "mine"), Some("t")).as_deref(), Some("Bearer mine"));
+        assert_eq!(authorization(&with("Basic", "dTpw"), Some("t")).as_deref(), Some("Basic dTpw"));
+        assert_eq!(authorization(&with("Bearer", ""), None).as_deref(), Some("Bearer"));
     }
 }

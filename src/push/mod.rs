@@ -2,11 +2,18 @@
 //!
 //! The task actor hands each published event to the [`PushDispatcher`] with a non-blocking
 //! send and moves on. The dispatcher looks up the task's configs and puts the event on one
-//! bounded queue per config; one worker per config POSTs them in order, with retries. So a
-//! slow, hanging or dead webhook delays nothing but its own queue, and a full queue sheds
-//! artifact chunks before state changes (the newest state of a task is never dropped for an
-//! older one).
+//! bounded queue per config (`queue.rs`); one worker per config POSTs them in order, with
+//! retries (`delivery.rs`). So a slow, hanging or dead webhook delays nothing but its own
+//! queue, and a full queue sheds artifact chunks before state changes (the newest state of a
+//! task is never dropped for an older one).
+//!
+//! Bounded in total, whatever clients register: at most `max_concurrency` requests in flight
+//! (and so sockets open) over every webhook, at most `max_queued_bytes` of events waiting or in delivery, and
+//! configs capped per task and per principal (the store enforces those). Optionally every
+//! POST is signed (`signing.rs`), with the public keys at `/.well-known/jwks.json`.
 pub mod delivery;
+pub mod queue;
+pub mod signing;
 pub mod ssrf;
 
 use std::collections::HashMap;
@@ -14,13 +21,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::call::Owner;
 use crate::task::EventObserver;
 use crate::task::log::TaskEvent;
-use crate::task::store::TaskStore;
-use delivery::{Worker, WorkerQueue};
+use crate::task::store::{PushConfigLimits, TaskStore};
+use delivery::Worker;
+use queue::{Pushed, QueueBudget, WorkerQueue};
+use signing::PushSigner;
 
 /// Which events are pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,8 +60,29 @@ pub struct PushSettings {
     pub max_backoff: Duration,
     /// Events queued per config before the overflow policy sheds some.
     pub queue_capacity: usize,
+    /// Bytes of events queued or in delivery over every config before new ones are dropped.
+    pub max_queued_bytes: u64,
+    /// Webhook requests in flight at once over every task (and so outbound sockets).
+    pub max_concurrency: usize,
     /// Push notification configs allowed per task.
     pub max_configs_per_task: usize,
+    /// Push notification configs allowed per principal, over all its tasks and tenants.
+    pub max_configs_per_principal: usize,
+    /// Signs every POST, when set (`--push-signing-key`).
+    pub signing: Option<Arc<PushSigner>>,
+    /// The `iss` of signed tokens: the server's public URL (filled in by the server builder
+    /// when empty).
+    pub issuer: String,
+}
+
+impl PushSettings {
+    /// The config caps, as the store applies them.
+    pub fn config_limits(&self) -> PushConfigLimits {
+        PushConfigLimits {
+            per_task: self.max_configs_per_task,
+            per_principal: self.max_configs_per_principal,
+        }
+    }
 }
 
 impl Default for PushSettings {
@@ -66,7 +96,12 @@ impl Default for PushSettings {
             backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(60),
             queue_capacity: 1000,
+            max_queued_bytes: 64 * 1024 * 1024,
+            max_concurrency: 64,
             max_configs_per_task: 10,
+            max_configs_per_principal: 1000,
+            signing: None,
+            issuer: String::new(),
         }
     }
 }
@@ -82,8 +117,13 @@ pub struct PushStats {
     pub failed: AtomicU64,
     /// Deliveries refused by the SSRF guard.
     pub refused: AtomicU64,
-    /// Events shed by a full queue.
+    /// Events shed by a full queue or the spent byte budget, or left queued when a worker
+    /// stopped.
     pub dropped: AtomicU64,
+    /// Requests in flight now (a gauge).
+    pub in_flight: AtomicU64,
+    /// Bytes of events queued or in delivery now (a gauge).
+    pub queued_bytes: AtomicU64,
 }
 
 impl PushStats {
@@ -118,10 +158,13 @@ impl PushDispatcher {
         let stats = Arc::new(PushStats::default());
         let router = Router {
             store,
-            settings: Arc::new(settings),
             client,
             stats: stats.clone(),
+            budget: Arc::new(QueueBudget::new(settings.max_queued_bytes, stats.clone())),
+            sends: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
+            settings: Arc::new(settings),
             workers: HashMap::new(),
+            routed: 0,
         };
         tokio::spawn(router.run(receiver));
         Ok(Arc::new(Self { jobs, stats }))
@@ -139,9 +182,20 @@ impl EventObserver for PushDispatcher {
     fn published(&self, owner: &Owner, task_id: &str, event: Arc<TaskEvent>, terminal: bool) {
         let job = Job { owner: owner.clone(), task_id: task_id.to_owned(), event, terminal };
         if self.jobs.try_send(job).is_err() {
-            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(task_id, "push dispatcher saturated; event dropped");
+            dropped(&self.stats, 1, task_id, "push dispatcher saturated");
         }
+    }
+}
+
+/// Counts events given up without delivery, and logs the first and then one in a thousand
+/// (a flood of drops must not become a flood of log lines).
+fn dropped(stats: &PushStats, n: u64, task_id: &str, why: &str) {
+    if n == 0 {
+        return;
+    }
+    let before = stats.dropped.fetch_add(n, Ordering::Relaxed);
+    if before == 0 || before / 1000 != (before + n) / 1000 {
+        tracing::warn!(task_id, total = before + n, "{why}; push events dropped");
     }
 }
 
@@ -150,9 +204,16 @@ struct Router {
     settings: Arc<PushSettings>,
     client: reqwest::Client,
     stats: Arc<PushStats>,
+    budget: Arc<QueueBudget>,
+    sends: Arc<Semaphore>,
     /// (task id, config id) → the worker delivering to that config.
     workers: HashMap<(String, String), Arc<WorkerQueue>>,
+    /// Jobs routed, to sweep stopped workers out of the map now and then.
+    routed: u64,
 }
+
+/// Every this many jobs the map of workers forgets the ones that stopped (idle or deleted).
+const SWEEP_EVERY: u64 = 1024;
 
 impl Router {
     async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
@@ -175,34 +236,54 @@ impl Router {
         };
         for config in configs {
             let key = (job.task_id.clone(), config.id.clone());
-            let queue = match self.workers.get(&key) {
-                Some(queue) if !queue.is_closed() => queue.clone(),
-                _ => {
-                    let queue = Arc::new(WorkerQueue::new(self.settings.queue_capacity));
-                    let worker = Worker {
-                        owner: job.owner.clone(),
-                        task_id: job.task_id.clone(),
-                        config_id: config.id.clone(),
-                        queue: queue.clone(),
-                        store: self.store.clone(),
-                        client: self.client.clone(),
-                        settings: self.settings.clone(),
-                        stats: self.stats.clone(),
-                    };
-                    tokio::spawn(worker.run());
-                    self.workers.insert(key.clone(), queue.clone());
-                    queue
+            let mut shed = 0;
+            if pushed {
+                let mut outcome = Pushed::Closed;
+                if let Some(queue) = self.workers.get(&key) {
+                    outcome = queue.push(job.event.clone());
                 }
-            };
-            if pushed && queue.push(job.event.clone()) {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                if outcome == Pushed::Closed {
+                    let queue = self.spawn_worker(&job, &config.id);
+                    outcome = queue.push(job.event.clone());
+                    self.workers.insert(key.clone(), queue);
+                }
+                match outcome {
+                    Pushed::Queued { shed: n } => shed = n,
+                    Pushed::Dropped { shed: n } => shed = n + 1,
+                    Pushed::Closed => {}
+                }
             }
-            if job.terminal {
+            dropped(&self.stats, shed as u64, &job.task_id, "webhook queue full or push byte budget spent");
+            if job.terminal
+                && let Some(queue) = self.workers.get(&key)
+            {
                 queue.finish();
             }
         }
         if job.terminal {
             self.workers.retain(|(task_id, _), _| task_id != &job.task_id);
         }
+        self.routed += 1;
+        if self.routed.is_multiple_of(SWEEP_EVERY) {
+            self.workers.retain(|_, queue| !queue.is_closed());
+        }
+    }
+
+    /// Starts the worker of one config, with an empty queue.
+    fn spawn_worker(&self, job: &Job, config_id: &str) -> Arc<WorkerQueue> {
+        let queue = Arc::new(WorkerQueue::new(self.settings.queue_capacity, self.budget.clone()));
+        let worker = Worker {
+            owner: job.owner.clone(),
+            task_id: job.task_id.clone(),
+            config_id: config_id.to_owned(),
+            queue: queue.clone(),
+            store: self.store.clone(),
+            client: self.client.clone(),
+            settings: self.settings.clone(),
+            stats: self.stats.clone(),
+            sends: self.sends.clone(),
+        };
+        tokio::spawn(worker.run());
+        queue
     }
 }

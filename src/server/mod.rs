@@ -198,6 +198,10 @@ impl Server {
             extended_card: settings.extended_card.is_some(),
         });
         let mut card = card::build(self.card, self.card_overrides, &facts)?;
+        if settings.push.issuer.is_empty() {
+            // Signed webhooks name the server as their issuer, as its card does.
+            settings.push.issuer = facts.public_url.trim_end_matches('/').to_owned();
+        }
         if let Some(auth) = &self.auth {
             auth.declare(&mut card);
             if let Some(extended) = &mut settings.extended_card {

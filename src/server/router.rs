@@ -142,6 +142,7 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
     router
         .route("/", post(jsonrpc::handle))
         .route("/.well-known/agent-card.json", get(card::handle))
+        .route("/.well-known/jwks.json", get(jwks))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(move || async move { readyz(&ready) }))
         .route("/metrics", get(move || async move { metrics(&core) }))
@@ -181,6 +182,22 @@ async fn ui_task_page(State(state): State<HttpState>, Path(id): Path<String>, re
     }
 }
 
+/// The public keys webhook receivers verify signed pushes with (`--push-signing-key`); 404
+/// when pushes are not signed. Public, like the card.
+async fn jwks(State(state): State<HttpState>) -> Response {
+    let signing = state.core.settings().push.signing.as_ref().filter(|_| state.core.push_stats().is_some());
+    match signing {
+        Some(signer) => {
+            let mut response = axum::Json(signer.jwks()).into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+            response
+        }
+        None => (StatusCode::NOT_FOUND, "webhooks are not signed (see --push-signing-key)\n").into_response(),
+    }
+}
+
 /// 200 until shutdown begins, then 503, so a load balancer stops sending new calls.
 fn readyz(ready: &AtomicBool) -> Response {
     if ready.load(Ordering::Relaxed) {
@@ -206,6 +223,8 @@ fn metrics(core: &Core) -> Response {
         for (name, counter) in counters {
             metrics::counter!(name).absolute(PushStats::get(counter));
         }
+        metrics::gauge!("a2a_push_in_flight").set(PushStats::get(&push.in_flight) as f64);
+        metrics::gauge!("a2a_push_queued_bytes").set(PushStats::get(&push.queued_bytes) as f64);
     }
     let body = crate::telemetry::render();
     let mut response = (StatusCode::OK, body).into_response();

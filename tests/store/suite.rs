@@ -12,7 +12,7 @@ use a2a_server::call::Owner;
 use prost::Message as _;
 
 use a2a_server::proto::{Artifact, Part, Task, TaskPushNotificationConfig, TaskState, TaskStatus, part};
-use a2a_server::task::store::{Cursor, Retention, TaskQuery, TaskStore};
+use a2a_server::task::store::{Cursor, PushConfigLimits, Retention, TaskQuery, TaskStore};
 
 /// A task of `context` in `state`, its status stamped `secs` after an arbitrary epoch.
 pub fn task(id: &str, context: &str, state: TaskState, secs: i64) -> Arc<Task> {
@@ -42,6 +42,11 @@ fn config(task_id: &str, id: &str, url: &str) -> TaskPushNotificationConfig {
     }
 }
 
+/// At most `per_task` configs per task, and plenty per principal.
+fn cap(per_task: usize) -> PushConfigLimits {
+    PushConfigLimits { per_task, per_principal: 1000 }
+}
+
 fn query(page_size: usize) -> TaskQuery {
     TaskQuery { page_size, ..Default::default() }
 }
@@ -64,6 +69,7 @@ where
     list_filters_and_totals(make(keep_all).await).await;
     list_follows_updates(make(keep_all).await).await;
     push_configs_crud_and_cap(make(keep_all).await).await;
+    push_configs_cap_per_principal(make(Retention { max_finished: 1, ..keep_all }).await).await;
     retention_by_count(make(Retention { max_finished: 2, ..keep_all }).await).await;
     retention_by_age(make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await).await;
 }
@@ -118,7 +124,7 @@ async fn save_and_get(store: Arc<dyn TaskStore>) {
 async fn owners_are_isolated(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
-    store.put_push_config(&alice, &config("t1", "p", "https://a.example"), 5).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p", "https://a.example"), cap(5)).await.unwrap();
     let strangers = [
         owner("bob"),
         Owner { tenant: "other".into(), principal: "alice".into() },
@@ -190,17 +196,19 @@ async fn list_follows_updates(store: Arc<dyn TaskStore>) {
 async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
     let (alice, bob) = (owner("alice"), owner("bob"));
     store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
-    store.put_push_config(&alice, &config("t1", "p2", "https://2.example"), 2).await.unwrap();
-    store.put_push_config(&alice, &config("t1", "p1", "https://1.example"), 2).await.unwrap();
-    let refused = store.put_push_config(&alice, &config("t1", "p3", "https://3.example"), 2).await;
-    assert_eq!(refused.unwrap_err().reason(), "INVALID_PARAMS");
+    store.put_push_config(&alice, &config("t1", "p2", "https://2.example"), cap(2)).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p1", "https://1.example"), cap(2)).await.unwrap();
+    let refused = store.put_push_config(&alice, &config("t1", "p3", "https://3.example"), cap(2)).await;
+    let refused = refused.unwrap_err();
+    assert_eq!(refused.reason(), "QUOTA_EXCEEDED");
+    assert_eq!(refused.metadata()["limit"], "max-push-configs-per-task");
     // Replacing one at the cap is allowed and keeps its place (creation order).
-    store.put_push_config(&alice, &config("t1", "p2", "https://2b.example"), 2).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p2", "https://2b.example"), cap(2)).await.unwrap();
     let listed = store.push_configs(&alice, "t1").await.unwrap();
     let urls: Vec<&str> = listed.iter().map(|c| c.url.as_str()).collect();
     assert_eq!(urls, ["https://2b.example", "https://1.example"]);
     // The cap counts per owner.
-    store.put_push_config(&bob, &config("t1", "p1", "https://bob.example"), 2).await.unwrap();
+    store.put_push_config(&bob, &config("t1", "p1", "https://bob.example"), cap(2)).await.unwrap();
     store.delete_push_config(&alice, "t1", "p2").await.unwrap();
     store.delete_push_config(&alice, "t1", "missing").await.unwrap();
     let listed = store.push_configs(&alice, "t1").await.unwrap();
@@ -208,12 +216,50 @@ async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
     assert_eq!(store.push_configs(&bob, "t1").await.unwrap().len(), 1);
 }
 
+async fn push_configs_cap_per_principal(store: Arc<dyn TaskStore>) {
+    let limits = PushConfigLimits { per_task: 10, per_principal: 3 };
+    let alice = owner("alice");
+    let alice_elsewhere = Owner { tenant: "t2".into(), principal: "alice".into() };
+    for id in ["t1", "t2", "t3", "t4"] {
+        store.save(&alice, task(id, "c", TaskState::Working, 1)).await.unwrap();
+    }
+    store.save(&alice_elsewhere, task("u1", "c", TaskState::Working, 1)).await.unwrap();
+    store.save(&owner("bob"), task("b1", "c", TaskState::Working, 1)).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "p", "https://1.example"), limits).await.unwrap();
+    store.put_push_config(&alice, &config("t2", "p", "https://2.example"), limits).await.unwrap();
+    store.put_push_config(&alice_elsewhere, &config("u1", "p", "https://u.example"), limits).await.unwrap();
+    store.put_push_config(&alice, &config("t2", "p", "https://2b.example"), limits).await.expect("a replace");
+    let refused = store.put_push_config(&alice, &config("t3", "p", "https://3.example"), limits).await;
+    let refused = refused.unwrap_err();
+    assert_eq!(refused.reason(), "QUOTA_EXCEEDED");
+    assert_eq!(refused.metadata()["limit"], "max-push-configs-per-principal", "across tasks and tenants");
+    assert!(store.push_configs(&alice, "t3").await.unwrap().is_empty(), "nothing was stored");
+    store
+        .put_push_config(&owner("bob"), &config("b1", "p", "https://b.example"), limits)
+        .await
+        .expect("bob's own");
+    store.delete_push_config(&alice, "t1", "p").await.unwrap();
+    store
+        .put_push_config(&alice, &config("t3", "p", "https://3.example"), limits)
+        .await
+        .expect("a delete frees one");
+    // A finished task retention lets go of frees its configs' places too (retention keeps 1).
+    store.save(&alice, task("t2", "c", TaskState::Completed, 2)).await.unwrap();
+    store.save(&alice, task("t4", "c", TaskState::Completed, 3)).await.unwrap();
+    assert!(store.get(&alice, "t2").await.unwrap().is_none(), "t2 was evicted");
+    store
+        .put_push_config(&alice, &config("t1", "q", "https://1.example"), limits)
+        .await
+        .expect("t2's place is free");
+    assert!(store.put_push_config(&alice, &config("t1", "r", "https://1.example"), limits).await.is_err());
+}
+
 async fn retention_by_count(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     store.save(&alice, task("live", "c", TaskState::Working, 0)).await.unwrap();
     for (i, id) in ["f1", "f2", "f3"].into_iter().enumerate() {
         store.save(&alice, task(id, "c", TaskState::Working, i as i64)).await.unwrap();
-        store.put_push_config(&alice, &config(id, "p", "https://x.example"), 5).await.unwrap();
+        store.put_push_config(&alice, &config(id, "p", "https://x.example"), cap(5)).await.unwrap();
         store.save(&alice, task(id, "c", TaskState::Completed, 10 + i as i64)).await.unwrap();
     }
     assert!(store.get(&alice, "f1").await.unwrap().is_none(), "the oldest finished task is evicted");
@@ -248,7 +294,7 @@ async fn retention_by_bytes(store: Arc<dyn TaskStore>, size: usize) {
     store.save(&alice, sized("l1", TaskState::Working, 0, 10 * size)).await.unwrap();
     for (i, id) in ["f1", "f2", "f3"].into_iter().enumerate() {
         store.save(&alice, sized(id, TaskState::Working, i as i64, 1000)).await.unwrap();
-        store.put_push_config(&alice, &config(id, "p", "https://x.example"), 5).await.unwrap();
+        store.put_push_config(&alice, &config(id, "p", "https://x.example"), cap(5)).await.unwrap();
         store.save(&alice, sized(id, TaskState::Completed, 10 + i as i64, 1000)).await.unwrap();
     }
     assert!(store.get(&alice, "f1").await.unwrap().is_none(), "the oldest finished task is evicted");

@@ -2,6 +2,7 @@
 //! tasks and for ListTasks. Behind a trait so a shared store (Redis) can replace the in-memory
 //! one for multi-replica deployments.
 pub mod memory;
+pub mod push_configs;
 pub mod redis;
 pub mod url;
 
@@ -15,6 +16,7 @@ use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig, TaskState};
 
 pub use memory::{MemoryStore, Retention};
+pub use push_configs::PushConfigLimits;
 pub use redis::{RedisOptions, RedisStore};
 pub use url::{RedisTarget, StoreUrl};
 
@@ -89,14 +91,6 @@ pub fn status_nanos(task: &Task) -> i128 {
         .unwrap_or(0)
 }
 
-/// The refusal of a push config beyond the per-task cap, the same from every store.
-pub(crate) fn push_config_limit(task_id: &str, max_per_task: usize) -> A2aError {
-    A2aError::invalid_field(
-        "id",
-        format!("task {task_id} already has {max_per_task} push notification configs, the limit"),
-    )
-}
-
 /// Storage of task state, scoped by owner.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
@@ -109,12 +103,12 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError>;
 
     /// Inserts or replaces (by id) a push notification config of a task; refuses a new one
-    /// beyond `max_per_task`. Configs go when their task is evicted.
+    /// beyond either of `limits` (`QUOTA_EXCEEDED`). Configs go when their task is evicted.
     async fn put_push_config(
         &self,
         owner: &Owner,
         config: &TaskPushNotificationConfig,
-        max_per_task: usize,
+        limits: PushConfigLimits,
     ) -> Result<(), A2aError>;
     /// The push notification configs of `owner`'s task, in creation order.
     async fn push_configs(

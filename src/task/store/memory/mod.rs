@@ -16,7 +16,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use prost::Message as _;
 
-use super::{TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::push_configs::PushConfigTable;
+use super::{PushConfigLimits, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
@@ -44,7 +45,7 @@ struct State {
     tasks: HashMap<Arc<str>, Record>,
     indexes: Indexes,
     /// Push notification configs by task id, each with the owner that created it.
-    push_configs: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>>,
+    push_configs: PushConfigTable,
     finished: Finished,
 }
 
@@ -100,7 +101,7 @@ impl State {
     fn remove(&mut self, id: &str) -> Option<Record> {
         let record = self.tasks.remove(id)?;
         self.indexes.remove(&record.owner, &record.entry);
-        self.push_configs.remove(id);
+        self.push_configs.remove_task(id);
         Some(record)
     }
 
@@ -192,19 +193,9 @@ impl TaskStore for MemoryStore {
         &self,
         owner: &Owner,
         config: &TaskPushNotificationConfig,
-        max_per_task: usize,
+        limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
-        let mut state = self.lock();
-        let configs = state.push_configs.entry(config.task_id.clone()).or_default();
-        if let Some(existing) = configs.iter_mut().find(|(o, c)| o == owner && c.id == config.id) {
-            existing.1 = config.clone();
-            return Ok(());
-        }
-        if configs.iter().filter(|(o, _)| o == owner).count() >= max_per_task {
-            return Err(super::push_config_limit(&config.task_id, max_per_task));
-        }
-        configs.push((owner.clone(), config.clone()));
-        Ok(())
+        self.lock().push_configs.put(owner, config, limits)
     }
 
     async fn push_configs(
@@ -212,12 +203,7 @@ impl TaskStore for MemoryStore {
         owner: &Owner,
         task_id: &str,
     ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
-        let state = self.lock();
-        Ok(state
-            .push_configs
-            .get(task_id)
-            .map(|configs| configs.iter().filter(|(o, _)| o == owner).map(|(_, c)| c.clone()).collect())
-            .unwrap_or_default())
+        Ok(self.lock().push_configs.of(owner, task_id))
     }
 
     async fn delete_push_config(
@@ -226,10 +212,7 @@ impl TaskStore for MemoryStore {
         task_id: &str,
         config_id: &str,
     ) -> Result<(), A2aError> {
-        let mut state = self.lock();
-        if let Some(configs) = state.push_configs.get_mut(task_id) {
-            configs.retain(|(o, c)| !(o == owner && c.id == config_id));
-        }
+        self.lock().push_configs.delete(owner, task_id, config_id);
         Ok(())
     }
 }

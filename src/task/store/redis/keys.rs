@@ -92,6 +92,12 @@ impl Keys {
         self.owner_key(owner_id, "meta")
     }
 
+    /// SET of one principal's push configs, `<owner id>/<task id>/<config id>` (ids encoded),
+    /// for the per-principal cap; a principal spans tenants, so this is not an owner key.
+    pub fn principal_push(&self, principal: &str) -> String {
+        format!("{}:{{p:{}}}:push", self.prefix, encode(principal))
+    }
+
     /// The prefix of the owner's context index keys (the script appends the encoded context).
     pub fn context_index_prefix(&self, owner_id: &str) -> String {
         self.owner_key(owner_id, "ctx:")

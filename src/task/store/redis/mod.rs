@@ -11,6 +11,7 @@
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
+//! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:{finished}` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
 //! | `P:{finished}:sizes` | HASH | member → bytes it holds; `#` → their sum | none |
 //!
@@ -24,6 +25,7 @@ mod conn;
 mod fleet;
 pub mod keys;
 mod list;
+mod push_quota;
 mod replica;
 mod scripts;
 
@@ -40,8 +42,9 @@ pub use replica::Orphan;
 
 use self::conn::{Part, Redis};
 use self::keys::{Keys, encode, owner_id, position};
+use super::push_configs::per_task_refused;
 use super::url::{RedisTarget, StoreUrl};
-use super::{Retention, TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::{PushConfigLimits, Retention, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
@@ -274,21 +277,25 @@ impl TaskStore for RedisStore {
         &self,
         owner: &Owner,
         config: &TaskPushNotificationConfig,
-        max_per_task: usize,
+        limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
+        let reservation = self.reserve_push(owner, config, limits.per_principal).await?;
         let mut put = scripts::PUT_PUSH.prepare_invoke();
         put.key(self.keys.push(&config.task_id)).key(self.keys.task(&config.task_id));
         put.arg(format!("{}/", owner_id(owner)))
             .arg(&config.id)
             .arg(config.encode_to_vec())
-            .arg(max_per_task);
+            .arg(limits.per_task);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let stored: i64 = self.redis.run("put_push_config", limit, put.invoke_async(&mut conn)).await?;
-        if stored == 0 {
-            return Err(super::push_config_limit(&config.task_id, max_per_task));
+        let stored = self.redis.run("put_push_config", limit, put.invoke_async::<i64>(&mut conn)).await;
+        if !matches!(stored, Ok(1..)) && reservation == push_quota::Reservation::New {
+            let _ = self.release_push(owner, &config.task_id, &config.id).await;
         }
-        Ok(())
+        match stored? {
+            0 => Err(per_task_refused(&config.task_id, limits.per_task)),
+            _ => Ok(()),
+        }
     }
 
     async fn push_configs(
@@ -321,7 +328,8 @@ impl TaskStore for RedisStore {
     ) -> Result<(), A2aError> {
         let field = format!("{}/{config_id}", owner_id(owner));
         let cmd = redis::cmd("HDEL").arg(self.keys.push(task_id)).arg(field).to_owned();
-        self.redis.query::<i64>("delete_push_config", &cmd).await.map(drop)
+        self.redis.query::<i64>("delete_push_config", &cmd).await?;
+        self.release_push(owner, task_id, config_id).await
     }
 }
 
