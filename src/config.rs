@@ -261,6 +261,12 @@ pub struct Config {
     #[arg(long, env = "A2A_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
 
+    /// The largest request a client may send, in bytes, on every binding: a gRPC (or grpc-web)
+    /// message, a JSON-RPC or HTTP+JSON body. Larger ones are refused with PAYLOAD_TOO_LARGE.
+    #[arg(long, env = "A2A_MAX_REQUEST_BYTES", default_value_t = crate::transport::request_size::DEFAULT_MAX_REQUEST_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=1 << 30))]
+    pub max_request_bytes: usize,
+
     /// Seconds between keep-alive comments on idle SSE streams.
     #[arg(long, env = "A2A_SSE_KEEP_ALIVE_SECS", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -469,6 +475,7 @@ impl Config {
             sse_keep_alive: Duration::from_secs(self.sse_keep_alive_secs),
             base_path: self.public_url.as_deref().map(HttpSettings::base_path_of).unwrap_or_default(),
             v03: self.v03 == Switch::On,
+            max_request_bytes: self.max_request_bytes,
         }
     }
 

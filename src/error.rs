@@ -105,6 +105,18 @@ pub enum A2aError {
     /// No such method (JSON-RPC -32601).
     #[error("{0}")]
     MethodNotFound(String),
+    /// The path exists but not for this HTTP method: HTTP 405 with `Allow` (JSON-RPC -32600,
+    /// as the binding takes requests by POST only).
+    #[error("{method} is not allowed on {path}{}", allow.as_ref().map(|a| format!("; use {a}")).unwrap_or_default())]
+    MethodNotAllowed {
+        /// The method the client used.
+        method: String,
+        /// The path it used it on.
+        path: String,
+        /// The methods the path serves, when the answering code knows them (else the router
+        /// adds the `Allow` header).
+        allow: Option<String>,
+    },
     /// A subscriber fell further behind than the task's event log reaches back.
     #[error(
         "subscriber lagged: {missed} events of task {task_id} are no longer in its event log; call SubscribeToTask again"
@@ -256,6 +268,7 @@ impl A2aError {
             Self::InvalidRequest(_) => "INVALID_REQUEST",
             Self::JsonParse(_) => "PARSE_ERROR",
             Self::MethodNotFound(_) => "METHOD_NOT_FOUND",
+            Self::MethodNotAllowed { .. } => "METHOD_NOT_ALLOWED",
             Self::SubscriberLagged { .. } => "SUBSCRIBER_LAGGED",
             // The spec names the categories (§3.3.2) but no reasons; these are a2a-go's.
             Self::Unauthenticated(_) => "UNAUTHENTICATED",
@@ -275,7 +288,8 @@ impl A2aError {
             Self::SubscriberLagged { .. }
             | Self::Unavailable(_)
             | Self::StreamClosed { .. }
-            | Self::LimitExceeded { .. } => SERVER_DOMAIN,
+            | Self::LimitExceeded { .. }
+            | Self::MethodNotAllowed { .. } => SERVER_DOMAIN,
             _ => A2A_DOMAIN,
         }
     }
@@ -314,6 +328,9 @@ impl A2aError {
                 metadata.insert("expectedGeneration".to_owned(), expected.to_string());
                 metadata.insert("currentGeneration".to_owned(), current.to_string());
             }
+            Self::MethodNotAllowed { allow: Some(allow), .. } => {
+                metadata.insert("allow".to_owned(), allow.clone());
+            }
             Self::LimitExceeded { limit, retry_after_secs, .. } => {
                 metadata.insert("limit".to_owned(), limit.clone());
                 if let Some(secs) = retry_after_secs {
@@ -347,7 +364,7 @@ impl A2aError {
             | Self::InvalidParams { .. }
             | Self::InvalidRequest(_)
             | Self::JsonParse(_) => Code::InvalidArgument,
-            Self::MethodNotFound(_) => Code::Unimplemented,
+            Self::MethodNotFound(_) | Self::MethodNotAllowed { .. } => Code::Unimplemented,
             Self::TaskGenerationMismatch { .. } => Code::Aborted,
             Self::SubscriberLagged { .. } | Self::LimitExceeded { .. } => Code::ResourceExhausted,
             Self::Unauthenticated(_) => Code::Unauthenticated,
@@ -371,7 +388,7 @@ impl A2aError {
             Self::VersionNotSupported(_) => -32009,
             Self::TaskGenerationMismatch { .. } => -32010,
             Self::InvalidParams { .. } => -32602,
-            Self::InvalidRequest(_) => -32600,
+            Self::InvalidRequest(_) | Self::MethodNotAllowed { .. } => -32600,
             Self::JsonParse(_) => -32700,
             Self::MethodNotFound(_) => -32601,
             // Outside the spec's table; the codes a2a-go uses, so its clients recognise them.
@@ -392,6 +409,7 @@ impl A2aError {
         match self {
             Self::TaskNotFound(_) | Self::PushConfigNotFound { .. } => 404,
             Self::MethodNotFound(_) => 404,
+            Self::MethodNotAllowed { .. } => 405,
             Self::TaskGenerationMismatch { .. } => 409,
             Self::SubscriberLagged { .. } => 429,
             Self::LimitExceeded { kind: LimitKind::TooLarge, .. } => 413,

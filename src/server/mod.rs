@@ -15,6 +15,7 @@
 //! # }
 //! ```
 mod drain;
+mod http1_errors;
 mod router;
 mod store_health;
 
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -33,6 +35,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::server::HealthReporter;
 
 pub use drain::Drain;
+use http1_errors::Http1Errors;
 use router::{Options, app};
 
 use crate::agent::AgentExecutor;
@@ -331,7 +334,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     max_connection_age: Option<Duration>,
 ) -> Result<(), BoxError> {
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // hyper's own answers to unparsable HTTP/1.1 requests get a JSON body (`http1_errors.rs`).
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map_ok(Http1Errors::new);
     let mut builder = tonic::transport::Server::builder();
     if let Some(age) = max_connection_age {
         // Without `max_connection_age_grace`: in tonic 0.14.9 a grace period replaces the

@@ -16,14 +16,14 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{self, Authenticator};
 use crate::core::Core;
-use crate::error::BoxError;
+use crate::error::{A2aError, BoxError};
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::push::PushStats;
 use crate::transport::card::{self, CardService};
 use crate::transport::grpc::A2aGrpc;
-use crate::transport::http::{HttpSettings, HttpState};
+use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::v03::grpc::V03Grpc;
-use crate::transport::{jsonrpc, rest, v03};
+use crate::transport::{jsonrpc, request_size, rest, v03};
 
 /// How the listener is assembled beyond the core.
 #[derive(Clone)]
@@ -52,8 +52,16 @@ pub struct App {
     /// `/readyz` answers 200 while this is true.
     pub ready: Arc<AtomicBool>,
     state: HttpState,
+    layers: Layers,
+}
+
+/// What [`finish`] puts around every route.
+#[derive(Clone)]
+struct Layers {
     cors: Option<CorsLayer>,
     auth: Option<Arc<Authenticator>>,
+    /// `--max-request-bytes`, for draining what a handler left unread.
+    limit: usize,
 }
 
 /// Builds every route around `core`: `lf.a2a.v1.A2AService` (gRPC and grpc-web), server
@@ -78,19 +86,21 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     };
     // grpc-web wraps the A2A service alone: applied server-wide it would answer every plain
     // HTTP/1.1 request (JSON-RPC, REST) with 400.
-    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone()));
+    let limit = options.http.max_request_bytes;
+    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone(), limit));
     let mut routes = Routes::new(a2a);
     if v03 {
         // v0.3 clients: `a2a.v1.A2AService`, a different package, so different method paths.
         let card = crate::transport::v03::card::v03_card_of(&options.card);
-        routes = routes.add_service(V03Grpc::server(core.clone(), card));
+        routes = routes.add_service(V03Grpc::server(core.clone(), card).max_decoding_message_size(limit));
         health.set_service_status(crate::proto_v03::SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
     }
     let grpc = routes
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
         .add_service(health_service)
-        .into_axum_router();
+        .into_axum_router()
+        .layer(axum::middleware::map_response_with_state(limit, request_size::grpc_status));
 
     let ready = Arc::new(AtomicBool::new(true));
     let mut card = CardService::new(options.card, SystemTime::now());
@@ -103,20 +113,20 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         http = http.merge(ui_router(state.clone()));
     }
     let cors = cors_layer(&options.cors_origins)?;
-    Ok(App { grpc, http, health, ready, state, cors, auth: options.auth })
+    Ok(App { grpc, http, health, ready, state, layers: Layers { cors, auth: options.auth, limit } })
 }
 
 impl App {
     /// Everything on one port.
     pub fn combined(self) -> axum::Router {
         let router = self.grpc.merge(self.http);
-        finish(router, Some(self.state), self.cors, self.auth)
+        finish(router, Some(self.state), self.layers)
     }
 
     /// gRPC and HTTP on separate ports: `(grpc, http)`.
     pub fn split(self) -> (axum::Router, axum::Router) {
-        let grpc = finish(self.grpc, None, self.cors.clone(), self.auth.clone());
-        (grpc, finish(self.http, Some(self.state), self.cors, self.auth))
+        let grpc = finish(self.grpc, None, self.layers.clone());
+        (grpc, finish(self.http, Some(self.state), self.layers))
     }
 }
 
@@ -127,8 +137,9 @@ impl App {
 fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
     let mut router = axum::Router::new();
     let base = state.settings.base_path.clone();
+    let rpc = post(jsonrpc::handle).fallback(jsonrpc::method_not_allowed);
     if !base.is_empty() {
-        router = router.route(&base, post(jsonrpc::handle)).route(&format!("{base}/"), post(jsonrpc::handle));
+        router = router.route(&base, rpc.clone()).route(&format!("{base}/"), rpc.clone());
     }
     if state.settings.v03 {
         // The v0.3 HTTP+JSON binding lives under `/v1/`, which no v1.0 route uses.
@@ -140,13 +151,22 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
     }
     let core = state.core.clone();
     router
-        .route("/", post(jsonrpc::handle))
+        .route("/", rpc)
         .route("/.well-known/agent-card.json", get(card::handle))
         .route("/.well-known/jwks.json", get(jwks))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(move || async move { readyz(&ready) }))
         .route("/metrics", get(move || async move { metrics(&core) }))
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// A method a route does not serve (the JSON-RPC URLs answer their own): HTTP 405 with a
+/// `google.rpc.Status` body; the router adds the `Allow` header.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let error =
+        A2aError::MethodNotAllowed { method: method.to_string(), path: uri.path().to_owned(), allow: None };
+    http::error_response(&error, &error.to_http_body(), false)
 }
 
 /// The dashboard: the page at `/ui`, `/ui/` and `/ui/tasks/{id}`, its assets at
@@ -164,7 +184,7 @@ fn ui_router(state: HttpState) -> axum::Router {
             )
             .route(&format!("{prefix}/ui/tasks/{{id}}"), any(ui_task_page));
     }
-    router.with_state(state)
+    router.method_not_allowed_fallback(method_not_allowed).with_state(state)
 }
 
 /// A task's page for a browser; anything else is HTTP+JSON for a tenant named `ui`
@@ -235,32 +255,32 @@ fn metrics(core: &Core) -> Response {
 }
 
 /// Installs the fallback (HTTP+JSON routes when `http` is given; gRPC UNIMPLEMENTED for gRPC
-/// requests; 404 otherwise), the authentication layer in front of every route, and CORS
-/// around it (a preflight carries no credential).
-fn finish(
-    router: axum::Router,
-    http: Option<HttpState>,
-    cors: Option<CorsLayer>,
-    auth: Option<Arc<Authenticator>>,
-) -> axum::Router {
+/// requests; a JSON 404 otherwise), the authentication layer in front of every route, the
+/// draining of unread request bodies around it (a refusal for want of a credential leaves the
+/// body unread too), and CORS around all (a preflight carries no credential).
+fn finish(router: axum::Router, rest_state: Option<HttpState>, layers: Layers) -> axum::Router {
     let router = router.fallback(move |request: axum::extract::Request| {
-        let http = http.clone();
+        let rest_state = rest_state.clone();
         async move {
             if is_grpc(&request) {
                 return tonic::Status::unimplemented(format!("unknown method {}", request.uri().path()))
                     .into_http();
             }
-            match http {
+            match rest_state {
                 Some(state) => rest::handle(state, request).await,
-                None => (StatusCode::NOT_FOUND, "not found\n").into_response(),
+                None => {
+                    let error = A2aError::MethodNotFound(format!("no route for {}", request.uri().path()));
+                    http::error_response(&error, &error.to_http_body(), false)
+                }
             }
         }
     });
-    let router = match auth {
+    let router = match layers.auth {
         Some(auth) => router.layer(axum::middleware::from_fn_with_state(auth, auth::layer)),
         None => router,
     };
-    match cors {
+    let router = router.layer(axum::middleware::from_fn_with_state(layers.limit, request_size::finish_body));
+    match layers.cors {
         Some(cors) => router.layer(cors),
         None => router,
     }

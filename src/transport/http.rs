@@ -26,11 +26,19 @@ pub struct HttpSettings {
     pub base_path: String,
     /// Serve A2A v0.3 clients too (their JSON-RPC methods, and the v0.3 fields of the card).
     pub v03: bool,
+    /// The largest request a client may send, on every binding (a gRPC message, a JSON body):
+    /// see [`request_size`](super::request_size).
+    pub max_request_bytes: usize,
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        Self { sse_keep_alive: Duration::from_secs(15), base_path: String::new(), v03: true }
+        Self {
+            sse_keep_alive: Duration::from_secs(15),
+            base_path: String::new(),
+            v03: true,
+            max_request_bytes: super::request_size::DEFAULT_MAX_REQUEST_BYTES,
+        }
     }
 }
 
@@ -98,24 +106,40 @@ pub fn wants_a2a_json(headers: &HeaderMap) -> bool {
 
 /// A JSON response with the negotiated media type.
 pub fn json_response(status: StatusCode, body: &Value, a2a_json: bool) -> Response {
+    json_text_response(status, body.to_string(), a2a_json)
+}
+
+/// [`json_response`] for JSON already written out.
+pub fn json_text_response(status: StatusCode, body: String, a2a_json: bool) -> Response {
     let content_type = if a2a_json { A2A_JSON } else { "application/json" };
-    let mut response = (status, body.to_string()).into_response();
+    let mut response = (status, body).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
 /// An error as an HTTP response: `body` (the binding's form of `error`) with the error's HTTP
-/// status, and `Retry-After` when waiting helps.
+/// status, `Retry-After` when waiting helps, and `Allow` for a method not allowed.
 pub fn error_response(error: &A2aError, body: &Value, a2a_json: bool) -> Response {
+    error_text_response(error, body.to_string(), a2a_json)
+}
+
+/// [`error_response`] for a body already written out.
+pub fn error_text_response(error: &A2aError, body: String, a2a_json: bool) -> Response {
     let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = json_response(status, body, a2a_json);
+    let mut response = json_text_response(status, body, a2a_json);
     if let Some(secs) = error.retry_after_secs() {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let A2aError::MethodNotAllowed { allow: Some(allow), .. } = error
+        && let Ok(allow) = HeaderValue::from_str(allow)
+    {
+        response.headers_mut().insert(header::ALLOW, allow);
     }
     response
 }
 
-/// Parses a JSON body, mapping failure to a JSON parse error.
+/// Parses a JSON body as I-JSON (duplicate names refused), mapping failure to a JSON parse
+/// error.
 pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
-    serde_json::from_slice(body).map_err(|e| A2aError::JsonParse(format!("invalid JSON: {e}")))
+    super::strict_json::parse(body)
 }

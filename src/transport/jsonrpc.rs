@@ -1,16 +1,20 @@
 //! The JSON-RPC 2.0 binding (spec §9): `POST /`, method names equal to the gRPC RPC names,
 //! `params` and `result` in ProtoJSON, streaming methods answered with SSE in which every
 //! event is a complete JSON-RPC response. Errors travel with HTTP 200.
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::response::sse::Event;
-use serde_json::{Value, json};
+use serde::Deserializer;
+use serde::de::{MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::{sse, v03};
+use super::strict_json::{self, UniqueKeys};
+use super::{request_size, sse, v03};
 use crate::call::Authentication;
 use crate::error::A2aError;
 use crate::protojson::{decode, encode_string_for};
@@ -21,14 +25,18 @@ pub async fn handle(
     auth: Option<Extension<Authentication>>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if !http::is_json(&headers) {
-        return error_response(&Value::Null, &http::not_json(&headers));
+        return error_response(&RequestId::NULL, &http::not_json(&headers));
     }
-    let (id, request) = match http::parse_json(&body).and_then(envelope) {
+    let body = match request_size::read_body(body, &headers, state.settings.max_request_bytes).await {
+        Ok(body) => body,
+        Err(error) => return error_response(&RequestId::NULL, &error),
+    };
+    let (id, request) = match envelope(&body) {
         Ok(decoded) => decoded,
-        Err(error) => return error_response(&Value::Null, &error),
+        Err(error) => return error_response(&RequestId::NULL, &error),
     };
     let (method, params) = match request {
         Ok(request) => request,
@@ -45,63 +53,143 @@ pub async fn handle(
     };
     match operation.execute(&state.core, &call, "jsonrpc").await {
         Ok(Outcome::Json(result)) => {
-            http::json_response(StatusCode::OK, &json!({"jsonrpc": "2.0", "id": id, "result": result}), false)
+            http::json_text_response(StatusCode::OK, answer(&id, "result", &result), false)
         }
         Ok(Outcome::Stream(stream)) => {
-            let id_json = id.to_string();
             let generation = call.wants_generation();
             sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
-                Ok(event) => Event::default().id(event.seq.to_string()).data(format!(
-                    r#"{{"jsonrpc":"2.0","id":{id_json},"result":{}}}"#,
-                    event.json(generation, |r| encode_string_for(r, generation))
+                Ok(event) => Event::default().id(event.seq.to_string()).data(answer(
+                    &id,
+                    "result",
+                    &*event.json(generation, |r| encode_string_for(r, generation)),
                 )),
-                Err(error) => Event::default().data(error_body(&id, &error).to_string()),
+                Err(error) => Event::default().data(answer(&id, "error", &error.to_jsonrpc_error())),
             })
         }
         Err(error) => error_response(&id, &error),
     }
 }
 
-fn error_body(id: &Value, error: &A2aError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": error.to_jsonrpc_error()})
+/// Any method but POST on a JSON-RPC URL: HTTP 405 with `Allow: POST` and a JSON-RPC error
+/// (the URL is the binding's, so its errors take the binding's form).
+pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let error = A2aError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        allow: Some("POST".to_owned()),
+    };
+    http::error_text_response(&error, answer(&RequestId::NULL, "error", &error.to_jsonrpc_error()), false)
 }
 
-fn error_response(id: &Value, error: &A2aError) -> Response {
-    http::json_response(StatusCode::OK, &error_body(id, error), false)
+/// A JSON-RPC request's id exactly as the client wrote it: a string, `null`, or a number of
+/// any size and form. JSON-RPC 2.0 says the answer carries the same value, and a number
+/// read into an integer or a float may not come back the same (2^53 + 1, 1e400, `1.50`),
+/// so the id is never read as a number: its text is kept and written back.
+#[derive(Clone)]
+pub struct RequestId(Option<Box<RawValue>>);
+
+impl RequestId {
+    /// The id of an answer to a request whose id could not be read.
+    pub const NULL: RequestId = RequestId(None);
+
+    /// The id as JSON text.
+    pub fn as_json(&self) -> &str {
+        self.0.as_deref().map_or("null", RawValue::get)
+    }
+
+    fn of(raw: Box<RawValue>) -> Result<Self, A2aError> {
+        match raw.get().as_bytes().first() {
+            Some(b'"' | b'-' | b'0'..=b'9') => Ok(Self(Some(raw))),
+            Some(b'n') => Ok(Self::NULL),
+            _ => Err(invalid("the id must be a string, a number or null")),
+        }
+    }
+}
+
+/// A JSON-RPC answer: `{"jsonrpc":"2.0","id":…,"result"|"error":…}`, with the id as sent.
+pub fn answer(id: &RequestId, member: &str, value: &(impl std::fmt::Display + ?Sized)) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{},"{member}":{value}}}"#, id.as_json())
+}
+
+fn error_response(id: &RequestId, error: &A2aError) -> Response {
+    http::json_text_response(StatusCode::OK, answer(id, "error", &error.to_jsonrpc_error()), false)
 }
 
 /// The method name and params of a request.
 type MethodCall = (String, Value);
 
-/// Splits a request into its id and its method and params. An envelope so broken that no id
-/// can be trusted fails as a whole (answered with id `null`); a bad method or params fail with
-/// the id.
-fn envelope(request: Value) -> Result<(Value, Result<MethodCall, A2aError>), A2aError> {
-    let invalid = |why: &str| A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"));
-    let mut request = match request {
-        Value::Object(map) => map,
-        Value::Array(_) => return Err(invalid("batch requests are not supported")),
-        _ => return Err(invalid("the request must be a JSON object")),
-    };
-    let id = match request.remove("id") {
-        None => return Err(invalid("an id is required (notifications are not supported)")),
-        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
-        Some(_) => return Err(invalid("the id must be a string, a number or null")),
-    };
-    if request.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+fn invalid(why: &str) -> A2aError {
+    A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"))
+}
+
+/// Splits a request into its id and its method and params. A body that is not I-JSON (a
+/// duplicate name anywhere) or an envelope so broken that no id can be trusted fails as a
+/// whole (answered with id `null`); a bad method or params fail with the id.
+fn envelope(body: &[u8]) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        Some(b'[') => return strict_json::parse(body).and(Err(invalid("batch requests are not supported"))),
+        _ => return strict_json::parse(body).and(Err(invalid("the request must be a JSON object"))),
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let members = deserializer.deserialize_map(Members::default()).and_then(|members| {
+        deserializer.end()?;
+        Ok(members)
+    });
+    let Members { id, jsonrpc, method, params } = members.map_err(strict_json::parse_error)?;
+    let id =
+        RequestId::of(id.ok_or_else(|| invalid("an id is required (notifications are not supported)"))?)?;
+    if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Ok((id, Err(invalid(r#""jsonrpc" must be "2.0""#))));
     }
-    let Some(method) = request.get("method").and_then(Value::as_str).map(str::to_owned) else {
+    let Some(Value::String(method)) = method else {
         return Ok((id, Err(invalid(r#""method" must be a string"#))));
     };
-    let params = match request.remove("params") {
+    let params = match params {
         None | Some(Value::Null) => Value::Object(Default::default()),
         Some(params @ Value::Object(_)) => params,
-        Some(_) => {
-            return Ok((id, Err(A2aError::invalid_field("params", "must be an object"))));
-        }
+        Some(_) => return Ok((id, Err(A2aError::invalid_field("params", "must be an object")))),
     };
     Ok((id, Ok((method, params))))
+}
+
+/// The members of a request object, read in one pass: the id as raw text, every other value
+/// through [`UniqueKeys`], and no name twice.
+#[derive(Default)]
+struct Members {
+    id: Option<Box<RawValue>>,
+    jsonrpc: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+}
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Members;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON-RPC request object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+        let mut members = Members::default();
+        let mut others = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let taken = match key.as_str() {
+                "id" => members.id.replace(map.next_value()?).is_some(),
+                "jsonrpc" => members.jsonrpc.replace(map.next_value_seed(UniqueKeys)?).is_some(),
+                "method" => members.method.replace(map.next_value_seed(UniqueKeys)?).is_some(),
+                "params" => members.params.replace(map.next_value_seed(UniqueKeys)?).is_some(),
+                _ => {
+                    map.next_value_seed(UniqueKeys)?;
+                    !others.insert(key.clone())
+                }
+            };
+            if taken {
+                return Err(strict_json::duplicate(&key));
+            }
+        }
+        Ok(members)
+    }
 }
 
 fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {

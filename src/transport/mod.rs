@@ -7,13 +7,17 @@
 //!   shared task.
 //! - [`jsonrpc`] and [`rest`]: the JSON bindings, both decoding into an [`operation::Operation`]
 //!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
-//! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share.
+//! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share; [`strict_json`]: request
+//!   bodies read as I-JSON (duplicate names refused).
+//! - [`request_size`]: `--max-request-bytes`, the one request size limit of every binding.
 //! - [`v03`]: A2A v0.3 clients, translated to and from v1.0 at the edge.
 pub mod card;
 pub mod grpc;
 pub mod http;
 pub mod jsonrpc;
 pub mod operation;
+pub mod request_size;
 pub mod rest;
 pub mod sse;
+pub mod strict_json;
 pub mod v03;

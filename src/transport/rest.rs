@@ -3,7 +3,7 @@
 //! string, errors as `google.rpc.Status` JSON, streams as SSE of bare `StreamResponse`s whose
 //! SSE `id` is the event's per-task sequence number.
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::response::sse::Event;
 use prost_reflect::{Kind, MessageDescriptor};
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::sse;
+use super::{request_size, sse};
 use crate::error::A2aError;
 use crate::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
@@ -19,9 +19,6 @@ use crate::proto::{
     ListTasksRequest, SubscribeToTaskRequest,
 };
 use crate::protojson::{decode, descriptor, encode_string_for};
-
-/// Largest request body accepted, as for gRPC messages.
-const MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// A matched route, with its path parameters.
 #[derive(Debug, PartialEq)]
@@ -122,23 +119,18 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
             return error_response(&error, a2a_json);
         }
         Err(Miss::MethodNotAllowed(allowed)) => {
-            let error = A2aError::MethodNotFound(format!(
-                "{} is not allowed on {}; use {allowed}",
-                parts.method,
-                parts.uri.path()
-            ));
-            let mut response = error_response(&error, a2a_json);
-            *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allowed));
-            return response;
-        }
-    };
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(body) => body,
-        Err(_) => {
-            let error = A2aError::InvalidRequest(format!("request body larger than {MAX_BODY} bytes"));
+            let error = A2aError::MethodNotAllowed {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_owned(),
+                allow: Some(allowed.to_owned()),
+            };
             return error_response(&error, a2a_json);
         }
+    };
+    let limit = state.settings.max_request_bytes;
+    let body = match request_size::read_body(body, &parts.headers, limit).await {
+        Ok(body) => body,
+        Err(error) => return error_response(&error, a2a_json),
     };
     let operation = match operation(route, &parts.headers, parts.uri.query(), &body) {
         Ok(mut operation) => {

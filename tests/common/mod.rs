@@ -3,7 +3,8 @@
 //! The three-binding harness lives beside it: [`bindings`] (one client over gRPC, JSON-RPC and
 //! HTTP+JSON), [`failure`] (errors reduced to what every binding can say, checked against the
 //! spec's mapping table) and [`normalise`] (results with server-chosen ids and timestamps
-//! normalised away, for comparing runs step by step). [`webhook`] holds a push receiver.
+//! normalised away, for comparing runs step by step). [`webhook`] holds a push receiver;
+//! [`raw_http`] speaks HTTP/1.1 by hand.
 #![allow(dead_code)]
 
 pub mod bindings;
@@ -11,6 +12,7 @@ pub mod failure;
 pub mod fleet;
 pub mod normalise;
 pub mod process;
+pub mod raw_http;
 pub mod redis;
 pub mod webhook;
 

@@ -96,34 +96,37 @@ where
     let path = request.uri().path();
     let method = path.strip_prefix('/').and_then(|p| p.strip_prefix(crate::proto::SERVICE_NAME));
     let binding = binding.clone();
+    let limit = binding.max_request_bytes;
     match method.and_then(|m| m.strip_prefix('/')) {
-        Some("SendMessage") => unary(Served { binding, rpc: &SEND_MESSAGE }, request),
-        Some("GetTask") => unary(Served { binding, rpc: &GET_TASK }, request),
-        Some("SendStreamingMessage") => streaming(Served { binding, rpc: &SEND_STREAMING_MESSAGE }, request),
-        Some("SubscribeToTask") => streaming(Served { binding, rpc: &SUBSCRIBE_TO_TASK }, request),
+        Some("SendMessage") => unary(Served { binding, rpc: &SEND_MESSAGE }, limit, request),
+        Some("GetTask") => unary(Served { binding, rpc: &GET_TASK }, limit, request),
+        Some("SendStreamingMessage") => {
+            streaming(Served { binding, rpc: &SEND_STREAMING_MESSAGE }, limit, request)
+        }
+        Some("SubscribeToTask") => streaming(Served { binding, rpc: &SUBSCRIBE_TO_TASK }, limit, request),
         _ => otherwise(request),
     }
 }
 
-fn unary<Req, Resp, B>(service: Served<Req, Resp>, request: http::Request<B>) -> Answer
+fn unary<Req, Resp, B>(service: Served<Req, Resp>, limit: usize, request: http::Request<B>) -> Answer
 where
     Req: prost::Message + Default + RequestIds + Send + 'static,
     Resp: WireEncode,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
-    Box::pin(async move { Ok(Grpc::new(SharedCodec::<Req, Resp>::default()).unary(service, request).await) })
+    let mut grpc = Grpc::new(SharedCodec::<Req, Resp>::default()).max_decoding_message_size(limit);
+    Box::pin(async move { Ok(grpc.unary(service, request).await) })
 }
 
-fn streaming<Req, B>(service: Served<Req, Events>, request: http::Request<B>) -> Answer
+fn streaming<Req, B>(service: Served<Req, Events>, limit: usize, request: http::Request<B>) -> Answer
 where
     Req: prost::Message + Default + RequestIds + Send + 'static,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
-    Box::pin(async move {
-        Ok(Grpc::new(SharedCodec::<Req, Bytes>::default()).server_streaming(service, request).await)
-    })
+    let mut grpc = Grpc::new(SharedCodec::<Req, Bytes>::default()).max_decoding_message_size(limit);
+    Box::pin(async move { Ok(grpc.server_streaming(service, request).await) })
 }
 
 /// The tonic service for one [`Rpc`].

@@ -32,10 +32,13 @@ pub struct A2aGrpc {
 }
 
 impl A2aGrpc {
-    /// The service over `core`.
-    pub fn new(core: Arc<Core>) -> Self {
-        let binding = GrpcBinding { core };
-        Self { generated: A2aServiceServer::new(binding.clone()), binding: Arc::new(binding) }
+    /// The service over `core`, refusing request messages over `max_request_bytes` (tonic's
+    /// refusal becomes the limit error in
+    /// [`request_size::grpc_status`](crate::transport::request_size::grpc_status)).
+    pub fn new(core: Arc<Core>, max_request_bytes: usize) -> Self {
+        let binding = GrpcBinding { core, max_request_bytes };
+        let generated = A2aServiceServer::new(binding.clone()).max_decoding_message_size(max_request_bytes);
+        Self { generated, binding: Arc::new(binding) }
     }
 }
 
@@ -69,6 +72,7 @@ where
 #[derive(Clone)]
 struct GrpcBinding {
     core: Arc<Core>,
+    max_request_bytes: usize,
 }
 
 /// Service parameters travel as metadata with lowercased names (spec §10.2); the auth layer's

@@ -16,6 +16,7 @@ use crate::proto::{
 };
 use crate::protojson::{decode, encode};
 use crate::transport::http::{self, HttpState};
+use crate::transport::jsonrpc::{RequestId, answer};
 use crate::transport::operation::{Operation, Outcome};
 use crate::transport::sse;
 
@@ -63,7 +64,7 @@ pub async fn handle(
     state: &HttpState,
     headers: &HeaderMap,
     auth: Option<&Authentication>,
-    id: Value,
+    id: RequestId,
     method: &str,
     params: &Value,
 ) -> Response {
@@ -80,18 +81,18 @@ pub async fn handle(
         outcome => outcome,
     };
     match outcome {
-        Ok(Outcome::Json(result)) => {
-            let body = json!({"jsonrpc": "2.0", "id": id, "result": result_of(method, &result, state)});
-            http::json_response(StatusCode::OK, &body, false)
-        }
+        Ok(Outcome::Json(result)) => http::json_text_response(
+            StatusCode::OK,
+            answer(&id, "result", &result_of(method, &result, state)),
+            false,
+        ),
         Ok(Outcome::Stream(stream)) => {
             sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
                 Ok(event) => {
                     let result = convert::result_out(&encode(&event.response));
-                    let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                    Event::default().id(event.seq.to_string()).data(body.to_string())
+                    Event::default().id(event.seq.to_string()).data(answer(&id, "result", &result))
                 }
-                Err(error) => Event::default().data(error_body(&id, &error).to_string()),
+                Err(error) => Event::default().data(answer(&id, "error", &convert::error_out(&error))),
             })
         }
         Err(error) => error_response(&id, &error),
@@ -158,10 +159,6 @@ fn result_of(method: &str, result: &Value, state: &HttpState) -> Value {
     }
 }
 
-fn error_body(id: &Value, error: &A2aError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": convert::error_out(error)})
-}
-
-fn error_response(id: &Value, error: &A2aError) -> Response {
-    http::json_response(StatusCode::OK, &error_body(id, error), false)
+fn error_response(id: &RequestId, error: &A2aError) -> Response {
+    http::json_text_response(StatusCode::OK, answer(id, "error", &convert::error_out(error)), false)
 }

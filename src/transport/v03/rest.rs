@@ -15,10 +15,7 @@ use crate::proto_v03 as v03;
 use crate::protojson;
 use crate::transport::http::{self, HttpState};
 use crate::transport::operation::{Operation, Outcome};
-use crate::transport::sse;
-
-/// Largest request body read.
-const MAX_BODY: usize = 16 * 1024 * 1024;
+use crate::transport::{request_size, sse};
 
 /// Handles a request whose path starts with `/v1/` (after the base path).
 pub async fn handle(state: HttpState, request: Request) -> Response {
@@ -27,9 +24,9 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     let path = parts.uri.path();
     let path = path.strip_prefix(base).filter(|p| p.starts_with("/v1/")).unwrap_or(path).to_owned();
     let query = parts.uri.query().unwrap_or_default().to_owned();
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    let body = match request_size::read_body(body, &parts.headers, state.settings.max_request_bytes).await {
         Ok(body) => body,
-        Err(e) => return error(&A2aError::InvalidRequest(format!("unreadable body: {e}"))),
+        Err(e) => return error(&e),
     };
     if !body.is_empty() && !http::is_json(&parts.headers) {
         return error(&http::not_json(&parts.headers));
