@@ -105,6 +105,11 @@ impl ServerProcess {
         self.signal("-TERM");
     }
 
+    /// Sends SIGHUP (reload the TLS files).
+    pub fn hangup(&self) {
+        self.signal("-HUP");
+    }
+
     /// Sends SIGKILL: the process dies on the spot, as in a crash.
     pub fn kill9(&mut self) {
         self.signal("-KILL");
