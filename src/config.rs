@@ -14,6 +14,7 @@ use crate::protojson;
 use crate::push::signing::PushSigner;
 use crate::push::ssrf::Policy;
 use crate::push::{PushEvents, PushSettings};
+use crate::server::{ClientAuth, ConnectionSettings, TlsSettings, default_max_connections, descriptor_limit};
 use crate::task::store::{RedisOptions, Retention};
 use crate::transport::http::HttpSettings;
 use crate::ui::UiMode;
@@ -108,6 +109,80 @@ pub struct Config {
     /// another replica); 0: never.
     #[arg(long, env = "A2A_MAX_CONNECTION_AGE", default_value_t = 0)]
     pub max_connection_age: u64,
+
+    /// TLS: the server's certificate chain (PEM, its own certificate first). With --tls-key,
+    /// every listener speaks TLS, offering ALPN h2 and http/1.1; the files are reloaded when
+    /// they change and on SIGHUP.
+    #[arg(long, env = "A2A_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS: the private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "A2A_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// TLS: CA certificates (PEM) that client certificates must chain to (mutual TLS); an
+    /// auth file's `[mtls]` table makes them credentials.
+    #[arg(long, env = "A2A_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// TLS: whether clients must present a certificate (with --tls-client-ca).
+    #[arg(long, env = "A2A_TLS_CLIENT_AUTH", value_enum, default_value_t = ClientAuth::Required)]
+    pub tls_client_auth: ClientAuth,
+
+    /// TLS: seconds between checks of the certificate, key and CA files for changes; 0: reload
+    /// only on SIGHUP.
+    #[arg(long, env = "A2A_TLS_RELOAD_SECS", default_value_t = 5)]
+    pub tls_reload_secs: u64,
+
+    /// TLS: seconds a client has to complete the handshake.
+    #[arg(long, env = "A2A_TLS_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub tls_handshake_timeout_secs: u64,
+
+    /// Connections open at once on each listener; more wait in the listen backlog until one
+    /// closes. Default: the open-file limit (RLIMIT_NOFILE) less a quarter of it (at least 32,
+    /// at most 1024 descriptors kept for webhooks, the store, exec agents, files).
+    #[arg(long, env = "A2A_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
+
+    /// Seconds a connection may stay open with no request in flight (including one that never
+    /// sends a byte); HTTP/2 gets a GOAWAY. Keep it above a load balancer's own idle timeout.
+    /// Open streams are requests in flight. 0: never closed for idleness.
+    #[arg(long, env = "A2A_IDLE_CONNECTION_SECS", default_value_t = 120)]
+    pub idle_connection_secs: u64,
+
+    /// Seconds an HTTP/1.1 client has to send a request's headers. The clock runs whenever the
+    /// connection waits for a request, so this is also how long an idle kept-alive HTTP/1.1
+    /// connection stays open: a load balancer keeping such connections must close them sooner.
+    #[arg(long, env = "A2A_HEADER_READ_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_read_timeout_secs: u64,
+
+    /// Seconds a client has to send a request's body, from its headers on; a body still
+    /// incomplete then fails the request. 0: no limit.
+    #[arg(long, env = "A2A_BODY_READ_TIMEOUT_SECS", default_value_t = 60)]
+    pub body_read_timeout_secs: u64,
+
+    /// HTTP/2 streams (calls) a client may have open at once on one connection; a load
+    /// balancer opens another connection beyond it.
+    #[arg(long, env = "A2A_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub http2_max_concurrent_streams: u32,
+
+    /// Seconds between HTTP/2 PINGs on a quiet connection, to find dead peers; 0: none.
+    #[arg(long, env = "A2A_HTTP2_KEEPALIVE_SECS", default_value_t = 30)]
+    pub http2_keepalive_secs: u64,
+
+    /// Seconds an HTTP/2 PING may go unanswered before the connection is closed.
+    #[arg(long, env = "A2A_HTTP2_KEEPALIVE_TIMEOUT_SECS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub http2_keepalive_timeout_secs: u64,
+
+    /// Milliseconds the accept loop pauses after an error such as EMFILE (out of file
+    /// descriptors) instead of retrying at once.
+    #[arg(long, env = "A2A_ACCEPT_BACKOFF_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub accept_backoff_ms: u64,
 
     /// Serve the HTTP side (JSON-RPC, HTTP+JSON, SSE, the Agent Card, probes) on this address
     /// instead of sharing --listen.
@@ -362,6 +437,10 @@ macro_rules! cli_values {
     };
 }
 
+cli_values!(ClientAuth {
+    Required => "required": "The handshake fails without a client certificate",
+    Optional => "optional": "A client may connect without a certificate",
+});
 cli_values!(PushEvents {
     All => "all": "Every status and artifact update",
     State => "state": "Status updates only",
@@ -433,8 +512,11 @@ impl Config {
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
             ip => ip.to_string(),
         };
-        let public_url =
-            self.public_url.clone().unwrap_or_else(|| format!("http://{}:{}", local_host(http), http.port()));
+        let scheme = if self.tls_cert.is_some() { "https" } else { "http" };
+        let public_url = self
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{}:{}", local_host(http), http.port()));
         let public_host = public_url
             .split("://")
             .nth(1)
@@ -466,6 +548,37 @@ impl Config {
             max_concurrency: self.exec_max_concurrency as usize,
             max_artifact_bytes: self.exec_max_artifact_bytes,
             ..ExecConfig::new(program, args.iter().cloned())
+        }
+    }
+
+    /// TLS, if --tls-cert and --tls-key are given.
+    pub fn tls_settings(&self) -> Option<TlsSettings> {
+        let (cert, key) = (self.tls_cert.clone()?, self.tls_key.clone()?);
+        Some(TlsSettings {
+            client_ca: self.tls_client_ca.clone(),
+            client_auth: self.tls_client_auth,
+            reload_interval: (self.tls_reload_secs > 0).then(|| Duration::from_secs(self.tls_reload_secs)),
+            handshake_timeout: Duration::from_secs(self.tls_handshake_timeout_secs),
+            ..TlsSettings::new(cert, key)
+        })
+    }
+
+    /// The connection cap and timeouts of the listeners.
+    pub fn connection_settings(&self) -> ConnectionSettings {
+        let secs = |secs: u64| (secs > 0).then(|| Duration::from_secs(secs));
+        ConnectionSettings {
+            max_connections: match self.max_connections {
+                Some(cap) => usize::try_from(cap).unwrap_or(usize::MAX),
+                None => default_max_connections(descriptor_limit()),
+            },
+            idle_timeout: secs(self.idle_connection_secs),
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            body_read_timeout: secs(self.body_read_timeout_secs),
+            http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+            http2_keepalive_interval: secs(self.http2_keepalive_secs),
+            http2_keepalive_timeout: Duration::from_secs(self.http2_keepalive_timeout_secs),
+            accept_backoff: Duration::from_millis(self.accept_backoff_ms),
+            max_connection_age: secs(self.max_connection_age),
         }
     }
 

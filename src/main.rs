@@ -10,7 +10,7 @@ use a2a_server::config::{AgentKind, Config, LogFormat};
 use a2a_server::error::{A2aError, BoxError};
 use a2a_server::fleet::RedisFleet;
 use a2a_server::proto::AgentCard;
-use a2a_server::server::{self, Server};
+use a2a_server::server::{self, Server, Tls};
 use a2a_server::task::store::{MemoryStore, RedisStore, StoreUrl};
 use clap::Parser;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -118,6 +118,9 @@ async fn run(config: Config) -> Result<(), BoxError> {
     let auth = config.auth.as_deref().map(|path| {
         Arc::new(Authenticator::from_file(path).unwrap_or_else(|e| config_error(format!("--auth {e}"))))
     });
+    if auth.as_ref().is_some_and(|auth| auth.uses_client_certificates()) && config.tls_client_ca.is_none() {
+        config_error("--auth: the [mtls] table needs --tls-client-ca (and --tls-cert, --tls-key)");
+    }
     if auth.is_none() && extended_card.is_some() {
         tracing::warn!("--extended-card without --auth: every caller is anonymous and may read it");
     }
@@ -148,10 +151,12 @@ async fn run(config: Config) -> Result<(), BoxError> {
         .http(config.http_settings())
         .cors_origins(config.cors_origins.clone())
         .ui(config.ui)
-        .max_connection_age(
-            (config.max_connection_age > 0)
-                .then(|| std::time::Duration::from_secs(config.max_connection_age)),
-        );
+        .connections(config.connection_settings());
+    if let Some(settings) = config.tls_settings() {
+        let tls = Arc::new(Tls::new(settings).unwrap_or_else(|e| config_error(e)));
+        tokio::spawn(reload_on_sighup(tls.clone()));
+        server = server.tls(tls);
+    }
     if let Some(http_listener) = http_listener {
         server = server.http_listener(http_listener);
     }
@@ -203,6 +208,21 @@ async fn run(config: Config) -> Result<(), BoxError> {
         core.wait_idle(drain_timeout).await;
     }
     Ok(())
+}
+
+/// Reloads the TLS files on every SIGHUP (a bad file is logged and the old certificate kept).
+async fn reload_on_sighup(tls: Arc<Tls>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else { return };
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the TLS files");
+            let _ = tls.reload();
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tls;
 }
 
 async fn shutdown_signal() {

@@ -1,8 +1,10 @@
 //! Who is calling: credentials → a principal and the tenants it may use.
 //!
 //! One file configures it (`--auth FILE`, TOML, see [`AuthFile`]): API keys (`api_key.rs`,
-//! stored as SHA-256 hashes) and JWT issuers (`jwt.rs`, keys from a secret, a JWKS file or a
-//! JWKS URL that is cached and refreshed when an unknown `kid` arrives). The [`Authenticator`]
+//! stored as SHA-256 hashes), JWT issuers (`jwt.rs`, keys from a secret, a JWKS file or a
+//! JWKS URL that is cached and refreshed when an unknown `kid` arrives) and client
+//! certificates verified by TLS (`mtls.rs`, the connection's [`ClientCertificate`]). A
+//! credential in a header wins over the connection's certificate. The [`Authenticator`]
 //! runs once per request in a layer in front of every binding ([`layer`]) and leaves its
 //! [`Authentication`] in the request's extensions; each binding applies it to its
 //! [`CallContext`](crate::call::CallContext), and the core refuses in its admission step, so
@@ -16,6 +18,7 @@
 //! value.
 mod api_key;
 mod jwt;
+mod mtls;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,13 +34,15 @@ use api_key::ApiKeys;
 pub use api_key::hash_hex;
 use jwt::Issuer;
 pub use jwt::{IssuerConfig, Secret};
+use mtls::Mtls;
+pub use mtls::{ClientCertificate, MtlsClient, MtlsConfig, SubjectName};
 
 use crate::call::{Authentication, Identity, Tenants};
 use crate::error::A2aError;
 use crate::proto::security_scheme::Scheme;
 use crate::proto::{
-    AgentCard, ApiKeySecurityScheme, HttpAuthSecurityScheme, OpenIdConnectSecurityScheme,
-    SecurityRequirement, SecurityScheme, StringList,
+    AgentCard, ApiKeySecurityScheme, HttpAuthSecurityScheme, MutualTlsSecurityScheme,
+    OpenIdConnectSecurityScheme, SecurityRequirement, SecurityScheme, StringList,
 };
 
 /// The auth file (`--auth FILE`), TOML. Every table is optional, but at least one credential
@@ -57,6 +62,9 @@ pub struct AuthFile {
     /// JWT issuers (`[[jwt]]` tables).
     #[serde(default)]
     pub jwt: Vec<IssuerConfig>,
+    /// Client certificates (the `[mtls]` table; needs `--tls-client-ca`).
+    #[serde(default)]
+    pub mtls: Option<MtlsConfig>,
 }
 
 fn default_api_key_header() -> String {
@@ -89,8 +97,11 @@ pub(crate) fn tenants_of(list: Option<Vec<String>>) -> Tenants {
 pub struct Authenticator {
     api_keys: Option<ApiKeys>,
     issuers: Vec<Issuer>,
+    mtls: Option<Mtls>,
     protect_metrics: bool,
-    challenge: HeaderValue,
+    /// `WWW-Authenticate` of a refusal (none when only client certificates are configured:
+    /// HTTP has no challenge for those).
+    challenge: Option<HeaderValue>,
 }
 
 impl Authenticator {
@@ -104,13 +115,14 @@ impl Authenticator {
 
     /// An authenticator for `file`'s credentials.
     pub fn new(file: AuthFile) -> Result<Self, String> {
-        if file.api_keys.is_empty() && file.jwt.is_empty() {
-            return Err("no credential is configured: add [[api_key]] or [[jwt]] tables".into());
+        if file.api_keys.is_empty() && file.jwt.is_empty() && file.mtls.is_none() {
+            return Err("no credential is configured: add [[api_key]], [[jwt]] or [mtls] tables".into());
         }
         let api_keys = (!file.api_keys.is_empty())
             .then(|| ApiKeys::new(&file.api_key_header, file.api_keys))
             .transpose()?;
         let issuers = file.jwt.into_iter().map(Issuer::new).collect::<Result<Vec<_>, _>>()?;
+        let mtls = file.mtls.map(Mtls::new).transpose()?;
         let mut challenges = Vec::new();
         if !issuers.is_empty() {
             challenges.push(r#"Bearer realm="a2a""#.to_owned());
@@ -118,9 +130,16 @@ impl Authenticator {
         if let Some(keys) = &api_keys {
             challenges.push(format!(r#"ApiKey realm="a2a", header="{}""#, keys.header()));
         }
-        let challenge =
-            HeaderValue::from_str(&challenges.join(", ")).map_err(|e| format!("challenge: {e}"))?;
-        Ok(Self { api_keys, issuers, protect_metrics: file.protect_metrics, challenge })
+        let challenge = (!challenges.is_empty())
+            .then(|| HeaderValue::from_str(&challenges.join(", ")))
+            .transpose()
+            .map_err(|e| format!("challenge: {e}"))?;
+        Ok(Self { api_keys, issuers, mtls, protect_metrics: file.protect_metrics, challenge })
+    }
+
+    /// Whether client certificates are a credential here (the server must then ask for them).
+    pub fn uses_client_certificates(&self) -> bool {
+        self.mtls.is_some()
     }
 
     /// Fetches the JWKS of every issuer that has a URL, so the first call need not wait;
@@ -131,9 +150,19 @@ impl Authenticator {
         }
     }
 
-    /// Checks the request's credential.
+    /// Checks the request's credential in its headers.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Authentication {
-        match self.identity(headers).await {
+        self.authenticate_with(headers, None).await
+    }
+
+    /// Checks the request's credential: its headers, else the client certificate its
+    /// connection presented.
+    pub async fn authenticate_with(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&ClientCertificate>,
+    ) -> Authentication {
+        match self.identity(headers, certificate).await {
             Ok(identity) => Authentication::Authenticated(Arc::new(identity)),
             Err(error) => {
                 tracing::debug!(reason = %error, "credential refused");
@@ -142,7 +171,11 @@ impl Authenticator {
         }
     }
 
-    async fn identity(&self, headers: &HeaderMap) -> Result<Identity, A2aError> {
+    async fn identity(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&ClientCertificate>,
+    ) -> Result<Identity, A2aError> {
         let api_key = self.api_keys.as_ref().and_then(|keys| keys.presented(headers).map(|key| (keys, key)));
         let bearer = if self.issuers.is_empty() { None } else { bearer_token(headers)? };
         match (api_key, bearer) {
@@ -151,9 +184,10 @@ impl Authenticator {
             )),
             (Some((keys, key)), None) => keys.check(key),
             (None, Some(token)) => self.check_token(token).await,
-            (None, None) => {
-                Err(A2aError::Unauthenticated(format!("a credential is required ({})", self.wanted())))
-            }
+            (None, None) => match (&self.mtls, certificate) {
+                (Some(mtls), Some(certificate)) => mtls.check(certificate),
+                _ => Err(A2aError::Unauthenticated(format!("a credential is required ({})", self.wanted()))),
+            },
         }
     }
 
@@ -174,6 +208,9 @@ impl Authenticator {
         }
         if !self.issuers.is_empty() {
             wanted.push("Authorization: Bearer <JWT>".to_owned());
+        }
+        if self.mtls.is_some() {
+            wanted.push("a client certificate".to_owned());
         }
         wanted.join(" or ")
     }
@@ -205,6 +242,12 @@ impl Authenticator {
             });
             let name = if i == 0 { "oidc".to_owned() } else { format!("oidc{}", i + 1) };
             schemes.insert(name, SecurityScheme { scheme: Some(scheme) });
+        }
+        if self.mtls.is_some() {
+            let scheme = Scheme::MtlsSecurityScheme(MutualTlsSecurityScheme {
+                description: "A client certificate from a CA the operator trusts".into(),
+            });
+            schemes.insert("mtls".to_owned(), SecurityScheme { scheme: Some(scheme) });
         }
         let mut names: Vec<&String> = schemes.keys().collect();
         names.sort();
@@ -248,7 +291,8 @@ pub async fn layer(State(auth): State<Arc<Authenticator>>, mut request: Request,
     if auth.is_public(request.uri().path()) {
         return next.run(request).await;
     }
-    let outcome = auth.authenticate(request.headers()).await;
+    let certificate = request.extensions().get::<Arc<ClientCertificate>>().cloned();
+    let outcome = auth.authenticate_with(request.headers(), certificate.as_deref()).await;
     let refused = matches!(outcome, Authentication::Refused(_));
     if refused && request.uri().path() == "/metrics" {
         return challenge(&auth, StatusCode::UNAUTHORIZED.into_response());
@@ -263,7 +307,9 @@ pub async fn layer(State(auth): State<Arc<Authenticator>>, mut request: Request,
 }
 
 fn challenge(auth: &Authenticator, mut response: Response) -> Response {
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, auth.challenge.clone());
+    if let Some(challenge) = &auth.challenge {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.clone());
+    }
     response
 }
 

@@ -16,7 +16,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tonic::transport::server::Connected;
 
 use crate::error::A2aError;
 
@@ -38,14 +37,6 @@ impl<IO> Http1Errors<IO> {
     /// Wraps an accepted connection.
     pub fn new(io: IO) -> Self {
         Self { io, replacing: None }
-    }
-}
-
-impl<IO: Connected> Connected for Http1Errors<IO> {
-    type ConnectInfo = IO::ConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
     }
 }
 

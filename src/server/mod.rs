@@ -1,6 +1,9 @@
 //! The one way to start a server: [`Server`] assembles the core around an agent, the routes
 //! (`router.rs`) and the listeners, and [`Running`] is the handle to what it started, down to
-//! the graceful [`Drain`] (`drain.rs`).
+//! the graceful [`Drain`] (`drain.rs`). Each listener runs its own accept loop
+//! (`listener.rs`: the connection cap, accept errors, shutdown), serving every connection
+//! (`connection.rs`, `in_flight.rs`: HTTP/1.1 and HTTP/2 on one socket, idle and body
+//! timeouts), over TLS when configured (`tls.rs`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), a2a_server::error::BoxError> {
@@ -14,10 +17,14 @@
 //! running.wait().await
 //! # }
 //! ```
+mod connection;
 mod drain;
 mod http1_errors;
+mod in_flight;
+mod listener;
 mod router;
 mod store_health;
+mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,18 +32,17 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::service::Routes;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::server::HealthReporter;
 
 pub use drain::Drain;
-use http1_errors::Http1Errors;
+pub use in_flight::BodyReadTimeout;
+pub use listener::{ConnectionSettings, default_max_connections, descriptor_limit};
 use router::{Options, app};
+pub use tls::{ClientAuth, Tls, TlsSettings};
 
 use crate::agent::AgentExecutor;
 use crate::agent::demo::DemoAgent;
@@ -67,7 +73,8 @@ pub struct Server {
     http_listener: Option<TcpListener>,
     shutdown: Option<BoxFuture<'static, ()>>,
     auth: Option<Arc<Authenticator>>,
-    max_connection_age: Option<Duration>,
+    connections: ConnectionSettings,
+    tls: Option<Arc<Tls>>,
 }
 
 /// The demo agent with its card.
@@ -95,7 +102,8 @@ impl Server {
             http_listener: None,
             shutdown: None,
             auth: None,
-            max_connection_age: None,
+            connections: ConnectionSettings::default(),
+            tls: None,
         }
     }
 
@@ -162,7 +170,24 @@ impl Server {
     /// that a load balancer can move long-lived clients. Calls in flight finish; the client's
     /// next call opens a new connection.
     pub fn max_connection_age(mut self, age: Option<Duration>) -> Self {
-        self.max_connection_age = age;
+        self.connections.max_connection_age = age;
+        self
+    }
+
+    /// The connection cap and timeouts (default: [`ConnectionSettings::default`]); keeps the
+    /// age set by [`Server::max_connection_age`] unless `settings` sets one.
+    pub fn connections(mut self, settings: ConnectionSettings) -> Self {
+        let age = self.connections.max_connection_age;
+        self.connections = settings;
+        self.connections.max_connection_age = self.connections.max_connection_age.or(age);
+        self
+    }
+
+    /// Serves TLS (ALPN `h2` and `http/1.1`) on every listener with `tls` (loaded by
+    /// [`Tls::new`]; keep a clone to [`Tls::reload`] it, e.g. on SIGHUP). While the server
+    /// runs it also reloads the files when they change.
+    pub fn tls(mut self, tls: Arc<Tls>) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -192,9 +217,17 @@ impl Server {
             Some(http) => http.local_addr()?,
             None => grpc_addr,
         };
+        let tls = self.tls;
+        if let Some(auth) = &self.auth
+            && auth.uses_client_certificates()
+            && tls.as_ref().is_none_or(|tls| tls.settings().client_ca.is_none())
+        {
+            return Err("the auth file's [mtls] needs TLS with client certificates (--tls-client-ca)".into());
+        }
         let mut settings = self.settings;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let facts = self.card_facts.unwrap_or_else(|| CardFacts {
-            public_url: format!("http://{http_addr}"),
+            public_url: format!("{scheme}://{http_addr}"),
             public_grpc: grpc_addr.to_string(),
             streaming: settings.streaming,
             push_notifications: settings.push_notifications,
@@ -242,13 +275,23 @@ impl Server {
                 let _ = stopped.wait_for(|stop| *stop).await;
             }
         };
-        let age = self.max_connection_age;
+        if let Some(tls) = &tls {
+            tokio::spawn(tls.clone().watch(until()));
+        }
+        let connections = self.connections;
+        tracing::info!(
+            max_connections = connections.max_connections,
+            descriptor_limit = descriptor_limit(),
+            "connection cap (each listener)"
+        );
+        let serve = |listener, router, tls: &Option<Arc<Tls>>| {
+            listener::serve(listener, router, until(), connections.clone(), tls.clone())
+        };
         let task = match self.http_listener {
-            None => tokio::spawn(serve(listener, app.combined(), until(), age)),
+            None => tokio::spawn(serve(listener, app.combined(), &tls)),
             Some(http_listener) => {
                 let (grpc, http) = app.split();
-                let (grpc, http) =
-                    (serve(listener, grpc, until(), age), serve(http_listener, http, until(), age));
+                let (grpc, http) = (serve(listener, grpc, &tls), serve(http_listener, http, &tls));
                 tokio::spawn(async move {
                     let (a, b) = tokio::join!(grpc, http);
                     a.and(b)
@@ -324,32 +367,4 @@ impl Running {
 /// Binds `address`, saying which address failed.
 pub async fn bind(address: SocketAddr) -> Result<TcpListener, BoxError> {
     TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}").into())
-}
-
-/// Serves `router` on `listener` (h2c and HTTP/1.1 on the same port) until `shutdown`
-/// resolves; with `max_connection_age`, each connection gets a GOAWAY at that age.
-pub async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    shutdown: impl Future<Output = ()> + Send,
-    max_connection_age: Option<Duration>,
-) -> Result<(), BoxError> {
-    // hyper's own answers to unparsable HTTP/1.1 requests get a JSON body (`http1_errors.rs`).
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true)).map_ok(Http1Errors::new);
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(age) = max_connection_age {
-        // Without `max_connection_age_grace`: in tonic 0.14.9 a grace period replaces the
-        // graceful shutdown (GOAWAY) at the age with a hard close after age + grace
-        // (`connection_timeout_future` in transport/server/mod.rs), losing streams in flight.
-        builder = builder.max_connection_age(age);
-    }
-    builder
-        .accept_http1(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .max_concurrent_streams(Some(10_000))
-        .add_routes(Routes::from(router))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
-    Ok(())
 }

@@ -176,6 +176,11 @@ impl Caller {
         Self { binding, base, channel, http: reqwest::Client::new(), credential: None }
     }
 
+    /// The same caller with its HTTP calls made by `http` (a TLS client, say).
+    pub fn with_http(&self, http: reqwest::Client) -> Self {
+        Self { http, ..self.clone() }
+    }
+
     /// The same caller with `header: value` on every call.
     pub fn with(&self, header: &str, value: &str) -> Self {
         Self { credential: Some((header.to_owned(), value.to_owned())), ..self.clone() }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod bindings;
+pub mod certs;
 pub mod failure;
 pub mod fleet;
 pub mod normalise;
@@ -29,7 +30,7 @@ use a2a_server::proto::{
     Message, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task, TaskState, part,
     send_message_response,
 };
-use a2a_server::server::{Running, Server};
+use a2a_server::server::{ConnectionSettings, Running, Server, Tls};
 use a2a_server::transport::http::HttpSettings;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -57,9 +58,23 @@ pub struct TestServerBuilder {
     http: HttpSettings,
     auth: Option<Arc<a2a_server::auth::Authenticator>>,
     max_connection_age: Option<Duration>,
+    connections: Option<ConnectionSettings>,
+    tls: Option<Arc<Tls>>,
 }
 
 impl TestServerBuilder {
+    /// The connection cap and timeouts.
+    pub fn connections(mut self, settings: ConnectionSettings) -> Self {
+        self.connections = Some(settings);
+        self
+    }
+
+    /// TLS on the port.
+    pub fn tls(mut self, tls: Arc<Tls>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Authentication on, with these credentials.
     pub fn auth(mut self, auth: a2a_server::auth::Authenticator) -> Self {
         self.auth = Some(Arc::new(auth));
@@ -102,7 +117,8 @@ impl TestServerBuilder {
 
 /// The one place a test server is wired: the library's own [`Server`] builder on 127.0.0.1.
 async fn serve(builder: TestServerBuilder) -> TestServer {
-    let TestServerBuilder { agent, settings, cors_origins, http, auth, max_connection_age } = builder;
+    let TestServerBuilder { agent, settings, cors_origins, http, auth, max_connection_age, connections, tls } =
+        builder;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let mut server = Server::new(agent, DemoAgent::card())
         .settings(settings)
@@ -111,6 +127,12 @@ async fn serve(builder: TestServerBuilder) -> TestServer {
         .max_connection_age(max_connection_age);
     if let Some(auth) = auth {
         server = server.auth(auth);
+    }
+    if let Some(connections) = connections {
+        server = server.connections(connections);
+    }
+    if let Some(tls) = tls {
+        server = server.tls(tls);
     }
     let running = server.start(listener).await.expect("start");
     TestServer { addr: running.local_addr(), core: running.core().clone(), running }
@@ -131,11 +153,18 @@ impl TestServer {
             http: HttpSettings::default(),
             auth: None,
             max_connection_age: None,
+            connections: None,
+            tls: None,
         }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// `https://127.0.0.1:PORT`, for a server with TLS.
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.addr)
     }
 
     /// A new HTTP/2 connection to the server.

@@ -37,9 +37,21 @@ impl ServerProcess {
 
     /// [`ServerProcess::start`] with extra environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let stderr = log_path();
         let mut command = Command::new(BIN);
         command.args(args);
+        Self::spawn(command, args, env)
+    }
+
+    /// [`ServerProcess::start`] under a soft limit of `nofile` open files (the shell's
+    /// `ulimit -n`, then `exec`, so the pid is the server's).
+    pub fn start_with_nofile(args: &[&str], nofile: u64) -> Self {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(format!("ulimit -S -n {nofile} && exec \"$0\" \"$@\"")).arg(BIN).args(args);
+        Self::spawn(command, args, &[])
+    }
+
+    fn spawn(mut command: Command, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let stderr = log_path();
         for name in SCRUBBED_ENV {
             command.env_remove(name);
         }
@@ -103,6 +115,11 @@ impl ServerProcess {
     /// Sends SIGTERM (graceful shutdown).
     pub fn terminate(&self) {
         self.signal("-TERM");
+    }
+
+    /// Sends SIGHUP (reload the TLS files).
+    pub fn hangup(&self) {
+        self.signal("-HUP");
     }
 
     /// Sends SIGKILL: the process dies on the spot, as in a crash.

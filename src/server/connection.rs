@@ -1,0 +1,150 @@
+//! One accepted connection, from the TLS handshake (when configured) to its close: HTTP/1.1 or
+//! HTTP/2 (h2c prior knowledge, or ALPN `h2`) on the same socket, served by the routes, and
+//! closed when it has had no request in flight for the idle timeout, when it reaches its
+//! maximum age (GOAWAY; calls in flight finish), or when the server stops.
+//!
+//! Closing is graceful first (HTTP/2 GOAWAY; HTTP/1.1 closes between requests; a connection
+//! still deciding its protocol closes at once); a connection that lets the idle timeout pass
+//! once more after that, with still nothing in flight, is dropped.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::rt::{Read, Write};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, watch};
+
+use super::http1_errors::Http1Errors;
+use super::in_flight::{Activity, InFlight};
+use super::listener::ConnectionSettings;
+use super::tls::{self, Tls};
+use crate::auth::ClientCertificate;
+
+/// What every connection of one listener shares.
+pub(super) struct Shared {
+    builder: auto::Builder<TokioExecutor>,
+    router: axum::Router,
+    settings: ConnectionSettings,
+    tls: Option<Arc<Tls>>,
+}
+
+impl Shared {
+    pub(super) fn new(router: axum::Router, settings: ConnectionSettings, tls: Option<Arc<Tls>>) -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(settings.header_read_timeout)
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(settings.http2_max_concurrent_streams)
+            .keep_alive_interval(settings.http2_keepalive_interval)
+            .keep_alive_timeout(settings.http2_keepalive_timeout);
+        Self { builder, router, settings, tls }
+    }
+}
+
+/// Serves one accepted connection until it closes; `_permit` is its place under the cap, and
+/// `stop` changes when the server stops.
+pub(super) async fn serve(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<()>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let local = stream.local_addr().ok();
+    let Some(tls) = &shared.tls else {
+        return run(
+            &shared,
+            TokioIo::new(Http1Errors::new(stream)),
+            Peer { local, remote: peer, certificate: None },
+            stop,
+        )
+        .await;
+    };
+    let handshake = tokio::time::timeout(tls.settings().handshake_timeout, tls.acceptor().accept(stream));
+    let stream = tokio::select! {
+        handshake = handshake => match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+            Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+        },
+        _ = stop.changed() => return,
+    };
+    let certificate = tls::client_certificate(stream.get_ref().1);
+    run(&shared, TokioIo::new(Http1Errors::new(stream)), Peer { local, remote: peer, certificate }, stop)
+        .await;
+}
+
+/// Who is at the other end of a connection.
+pub(super) struct Peer {
+    pub(super) local: Option<SocketAddr>,
+    pub(super) remote: SocketAddr,
+    pub(super) certificate: Option<Arc<ClientCertificate>>,
+}
+
+async fn run<I>(shared: &Shared, io: I, peer: Peer, mut stop: watch::Receiver<()>)
+where
+    I: Read + Write + Unpin + Send + 'static,
+{
+    let settings = &shared.settings;
+    let activity = Arc::new(Activity::default());
+    let service = InFlight::new(shared.router.clone(), activity.clone(), settings.body_read_timeout, peer);
+    let connection = shared.builder.serve_connection(io, TowerToHyperService::new(service));
+    let mut connection = std::pin::pin!(connection);
+    let mut age = std::pin::pin!(after(settings.max_connection_age));
+    let mut idle = std::pin::pin!(idle(activity.clone(), settings.idle_timeout));
+    let (mut aged, mut stopping, mut closing) = (false, false, false);
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+                return;
+            }
+            () = &mut age, if !aged => {
+                aged = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = stop.changed(), if !stopping => {
+                stopping = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut idle => {
+                if closing {
+                    tracing::debug!("idle connection did not close; dropping it");
+                    return;
+                }
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+                idle.set(self::idle(activity.clone(), settings.idle_timeout));
+            }
+        }
+    }
+}
+
+/// Resolves after `duration`, or never.
+async fn after(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once the connection has had no request in flight for `timeout` (never without one).
+async fn idle(activity: Arc<Activity>, timeout: Option<Duration>) {
+    let Some(timeout) = timeout else { return std::future::pending().await };
+    loop {
+        activity.quiet().await;
+        let seen = activity.requests();
+        tokio::time::sleep(timeout).await;
+        if activity.in_flight() == 0 && activity.requests() == seen {
+            return;
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! What a connection knows of its requests: how many are in flight — from the request's headers
+//! until its response body ends, so a stream (SubscribeToTask, SSE) is in flight for its whole
+//! life and never idle — and the deadline by which each request body must have arrived.
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use tokio::sync::Notify;
+use tokio::time::Sleep;
+use tonic::transport::server::TcpConnectInfo;
+use tower::ServiceExt;
+
+use super::connection::Peer;
+use crate::error::BoxError;
+
+/// Requests in flight on one connection, and how many it has had.
+#[derive(Default)]
+pub(super) struct Activity {
+    in_flight: AtomicUsize,
+    requests: AtomicU64,
+    /// Notified when the last request in flight ends.
+    quiet: Notify,
+}
+
+impl Activity {
+    fn start(self: &Arc<Self>) -> InFlightGuard {
+        self.requests.fetch_add(1, Ordering::AcqRel);
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlightGuard(self.clone())
+    }
+
+    /// Requests in flight now.
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Requests started so far.
+    pub(super) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request is in flight.
+    pub(super) async fn quiet(&self) {
+        // `notify_one` keeps a permit when nobody waits yet, so an end between the check and
+        // the wait is not missed.
+        while self.in_flight() > 0 {
+            self.quiet.notified().await;
+        }
+    }
+}
+
+/// One request in flight; dropped with its response body (or with the request, if it never
+/// got that far).
+struct InFlightGuard(Arc<Activity>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.quiet.notify_one();
+        }
+    }
+}
+
+/// The routes as one connection serves them: each request counted in flight, given the
+/// connection's peer (tonic's `TcpConnectInfo`, and the verified client certificate for the
+/// auth layer), and its body a deadline.
+#[derive(Clone)]
+pub(super) struct InFlight {
+    router: axum::Router,
+    activity: Arc<Activity>,
+    body_timeout: Option<Duration>,
+    peer: Arc<Peer>,
+}
+
+impl InFlight {
+    pub(super) fn new(
+        router: axum::Router,
+        activity: Arc<Activity>,
+        body_timeout: Option<Duration>,
+        peer: Peer,
+    ) -> Self {
+        Self { router, activity, body_timeout, peer: Arc::new(peer) }
+    }
+}
+
+impl tower::Service<Request<Incoming>> for InFlight {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        let guard = self.activity.start();
+        let (mut head, body) = request.into_parts();
+        head.extensions
+            .insert(TcpConnectInfo { local_addr: self.peer.local, remote_addr: Some(self.peer.remote) });
+        if let Some(certificate) = &self.peer.certificate {
+            head.extensions.insert(certificate.clone());
+        }
+        let request = Request::from_parts(head, Deadline::new(body, self.body_timeout));
+        let response = self.router.clone().oneshot(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|body| Body::new(Tracked { body, _guard: guard })))
+        })
+    }
+}
+
+/// A response body that keeps its request in flight until it ends.
+struct Tracked {
+    body: Body,
+    _guard: InFlightGuard,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request body that fails if it has not arrived in full by its deadline.
+struct Deadline {
+    body: Incoming,
+    /// Until the body has ended; `None` also without a limit.
+    timer: Option<Pin<Box<Sleep>>>,
+    timed_out: bool,
+}
+
+impl Deadline {
+    fn new(body: Incoming, timeout: Option<Duration>) -> Self {
+        let timer = timeout
+            .filter(|_| !http_body::Body::is_end_stream(&body))
+            .map(|t| Box::pin(tokio::time::sleep(t)));
+        Self { body, timer, timed_out: false }
+    }
+}
+
+/// The error a request body gives when its deadline passes.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within the body read timeout (--body-read-timeout-secs)")]
+pub struct BodyReadTimeout;
+
+impl http_body::Body for Deadline {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if this.timed_out {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if frame.is_none() {
+                    this.timer = None;
+                }
+                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let expired = this.timer.as_mut().is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                if !expired {
+                    return Poll::Pending;
+                }
+                tracing::debug!("request body cut at its deadline");
+                this.timed_out = true;
+                this.timer = None;
+                Poll::Ready(Some(Err(BodyReadTimeout.into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.timed_out || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
