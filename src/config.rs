@@ -332,6 +332,50 @@ pub struct Config {
     #[arg(long = "push-signing-key", env = "A2A_PUSH_SIGNING_KEY", value_delimiter = ',')]
     pub push_signing_key: Vec<PathBuf>,
 
+    /// Parts one message may have; more is refused (PAYLOAD_TOO_LARGE) before it is stored.
+    /// 0: no limit.
+    #[arg(long, env = "A2A_MAX_PARTS", default_value_t = 1_000)]
+    pub max_parts: usize,
+
+    /// Bytes one task may hold in history and artifacts (encoded size, plus what each message,
+    /// artifact and part costs in memory): a message past it is refused, an agent's output
+    /// past it fails the task. 0: no limit.
+    #[arg(long, env = "A2A_MAX_TASK_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_task_bytes: usize,
+
+    /// Messages one task's history may hold: a message past it is refused, an agent's status
+    /// message past it fails the task. 0: no limit.
+    #[arg(long, env = "A2A_MAX_HISTORY", default_value_t = 1_000)]
+    pub max_history: usize,
+
+    /// Tasks not yet terminal (waiting for input or hibernated ones included) this server
+    /// holds; a new task past it is refused (QUOTA_EXCEEDED). In a fleet, per replica. 0: no limit.
+    #[arg(long, env = "A2A_MAX_LIVE_TASKS", default_value_t = 10_000)]
+    pub max_live_tasks: usize,
+
+    /// The same, per principal. 0: no limit.
+    #[arg(long, env = "A2A_MAX_LIVE_TASKS_PER_PRINCIPAL", default_value_t = 1_000)]
+    pub max_live_tasks_per_principal: usize,
+
+    /// Open streams (SubscribeToTask, SendStreamingMessage) following one task. 0: no limit.
+    #[arg(long, env = "A2A_MAX_SUBSCRIPTIONS_PER_TASK", default_value_t = 1_000)]
+    pub max_subscriptions_per_task: usize,
+
+    /// Open streams of one principal. 0: no limit.
+    #[arg(long, env = "A2A_MAX_SUBSCRIPTIONS_PER_PRINCIPAL", default_value_t = 10_000)]
+    pub max_subscriptions_per_principal: usize,
+
+    /// Calls per second per principal; past it a call is refused (RATE_LIMITED, HTTP 429 with
+    /// Retry-After). Without --auth every caller is one principal: this is the server's rate.
+    /// 0: no limit.
+    #[arg(long, env = "A2A_MAX_REQUESTS_PER_SEC", default_value_t = 0)]
+    pub max_requests_per_sec: u32,
+
+    /// Calls a principal may make at once before --max-requests-per-sec applies; 0: one
+    /// second's worth.
+    #[arg(long, env = "A2A_MAX_REQUESTS_BURST", default_value_t = 0)]
+    pub max_requests_burst: u32,
+
     /// Seconds in-flight calls get to finish after SIGTERM before running tasks are cancelled.
     #[arg(long, env = "A2A_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
@@ -644,6 +688,15 @@ impl Config {
             max_stream: (self.max_stream_secs > 0).then(|| Duration::from_secs(self.max_stream_secs)),
             push_notifications: self.push,
             push,
+            max_parts: self.max_parts,
+            max_task_bytes: self.max_task_bytes,
+            max_history: self.max_history,
+            max_live_tasks: self.max_live_tasks,
+            max_live_tasks_per_principal: self.max_live_tasks_per_principal,
+            max_subscriptions_per_task: self.max_subscriptions_per_task,
+            max_subscriptions_per_principal: self.max_subscriptions_per_principal,
+            max_requests_per_sec: self.max_requests_per_sec,
+            max_requests_burst: self.max_requests_burst,
             ..CoreSettings::default()
         }
     }

@@ -6,10 +6,12 @@
 //!
 //! One file per concept, each adding its RPCs to [`Core`]: `send.rs` (SendMessage,
 //! SendStreamingMessage), `stream.rs` (the Task-then-events streams, SubscribeToTask),
-//! `tasks.rs` (GetTask, ListTasks, CancelTask), `push_config.rs` (the four push-config RPCs)
-//! and `validate.rs` (request checks). This file holds what they share: the settings, the
-//! admission checks and the lookups of a caller's task.
+//! `tasks.rs` (GetTask, ListTasks, CancelTask), `push_config.rs` (the four push-config RPCs),
+//! `validate.rs` (request checks) and `rate.rs` (requests per second per principal). This file
+//! holds what they share: the settings, the admission checks and the lookups of a caller's
+//! task.
 mod push_config;
+mod rate;
 mod send;
 mod stream;
 mod tasks;
@@ -27,8 +29,10 @@ use crate::error::A2aError;
 use crate::proto::{AgentCard, GetExtendedAgentCardRequest, Task};
 use crate::push::{PushDispatcher, PushSettings, PushStats};
 use crate::task::TaskEnv;
+use crate::task::budget::TaskLimits;
 use crate::task::fleet::Fleet;
 use crate::task::log::{SubscriberCount, TaskEvent};
+use crate::task::quota::{LiveTasks, Subscriptions};
 use crate::task::registry::{Registry, stored_task};
 use crate::task::state_of;
 use crate::task::store::TaskStore;
@@ -38,7 +42,7 @@ use crate::task::store::TaskStore;
 /// number it was taken at).
 pub type EventStream = BoxStream<'static, Result<Arc<TaskEvent>, A2aError>>;
 
-/// What the server declares and enforces.
+/// What the server declares and enforces. In the limits (`max_*`), 0 means no limit.
 #[derive(Debug, Clone)]
 pub struct CoreSettings {
     /// `capabilities.streaming`: SendStreamingMessage and SubscribeToTask are offered.
@@ -70,6 +74,25 @@ pub struct CoreSettings {
     /// Every call needs a checked credential (authentication is on): a call whose binding
     /// applied no authentication outcome is refused rather than served as anonymous.
     pub require_authentication: bool,
+    /// `--max-parts`: parts in one message a client sends.
+    pub max_parts: usize,
+    /// `--max-task-bytes`: what one task's history and artifacts may hold (`task::budget`).
+    pub max_task_bytes: usize,
+    /// `--max-history`: messages in one task's history.
+    pub max_history: usize,
+    /// `--max-live-tasks`: tasks not yet terminal on this server (this replica, in a fleet).
+    pub max_live_tasks: usize,
+    /// `--max-live-tasks-per-principal`: the same, per principal.
+    pub max_live_tasks_per_principal: usize,
+    /// `--max-subscriptions-per-task`: open streams following one task.
+    pub max_subscriptions_per_task: usize,
+    /// `--max-subscriptions-per-principal`: open streams of one principal.
+    pub max_subscriptions_per_principal: usize,
+    /// `--max-requests-per-sec`: calls per second per principal.
+    pub max_requests_per_sec: u32,
+    /// `--max-requests-burst`: calls a principal may make at once before its rate applies
+    /// (0: one second's worth).
+    pub max_requests_burst: u32,
 }
 
 impl Default for CoreSettings {
@@ -87,6 +110,15 @@ impl Default for CoreSettings {
             max_stream: None,
             push: PushSettings::default(),
             require_authentication: false,
+            max_parts: 1_000,
+            max_task_bytes: 8 * 1024 * 1024,
+            max_history: 1_000,
+            max_live_tasks: 10_000,
+            max_live_tasks_per_principal: 1_000,
+            max_subscriptions_per_task: 1_000,
+            max_subscriptions_per_principal: 10_000,
+            max_requests_per_sec: 0,
+            max_requests_burst: 0,
         }
     }
 }
@@ -98,6 +130,10 @@ pub struct Core {
     /// Webhook delivery (also the actors' event observer), when push notifications are on.
     push: Option<Arc<PushDispatcher>>,
     settings: CoreSettings,
+    /// The open streams, against `max_subscriptions_per_*`.
+    subscriptions: Arc<Subscriptions>,
+    /// Requests per second per principal, when limited.
+    rate: Option<rate::RateLimit>,
     /// True once the server is draining: new calls are refused and open streams end with
     /// UNAVAILABLE so that clients resubscribe elsewhere.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -135,6 +171,8 @@ impl Core {
             executor,
             store,
             registry: Arc::new(Registry::default()),
+            live: Arc::new(LiveTasks::new(settings.max_live_tasks, settings.max_live_tasks_per_principal)),
+            limits: TaskLimits { max_bytes: settings.max_task_bytes, max_history: settings.max_history },
             subscribers: Arc::new(SubscriberCount::default()),
             log_capacity: settings.event_log_capacity,
             log_bytes: settings.event_log_bytes,
@@ -146,7 +184,12 @@ impl Core {
         if let Some(fleet) = &fleet {
             fleet.attach(Arc::downgrade(&env));
         }
-        Self { env, push, settings, shutdown: tokio::sync::watch::Sender::new(false) }
+        let subscriptions = Arc::new(Subscriptions::new(
+            settings.max_subscriptions_per_task,
+            settings.max_subscriptions_per_principal,
+        ));
+        let rate = rate::RateLimit::new(settings.max_requests_per_sec, settings.max_requests_burst);
+        Self { env, push, settings, subscriptions, rate, shutdown: tokio::sync::watch::Sender::new(false) }
     }
 
     /// Starts draining: new calls answer UNAVAILABLE, open streams end with UNAVAILABLE.
@@ -209,8 +252,27 @@ impl Core {
         self.env.registry.len()
     }
 
+    /// The live tasks counted against `--max-live-tasks` (on a single server, hibernated ones
+    /// too), in total and of one principal.
+    pub fn counted_live_tasks(&self, principal: Option<&str>) -> usize {
+        match principal {
+            None => self.env.live.len(),
+            Some(principal) => self.env.live.of(principal),
+        }
+    }
+
+    /// The open streams counted against `--max-subscriptions-per-principal`.
+    pub fn counted_subscriptions(&self, principal: &str) -> usize {
+        self.subscriptions.of_principal(principal)
+    }
+
+    /// Every call passes here first: a credential (when required), the caller's request rate,
+    /// a server that is not draining and a store that answers, the version and extensions.
     fn admit(&self, call: &CallContext) -> Result<(), A2aError> {
         call.check_authentication(self.settings.require_authentication)?;
+        if let Some(rate) = &self.rate {
+            rate.check(&call.principal)?;
+        }
         if *self.shutdown.borrow() {
             return Err(A2aError::Unavailable(
                 "the server is shutting down; retry on another replica".into(),

@@ -17,6 +17,7 @@ use crate::proto::{
 use crate::task::handle::{Answer, FollowUp, Started};
 use crate::task::log::TaskEvent;
 use crate::task::now;
+use crate::task::quota::SubscriptionSlot;
 use crate::task::registry::{Found, with_live};
 use crate::task::spawn::start_task;
 
@@ -83,7 +84,7 @@ async fn send_message(
     let return_immediately = configuration.is_some_and(|c| c.return_immediately);
     let history_length = configuration.and_then(|c| c.history_length);
     let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
-    let task = match begin(core, call, request, answer).await? {
+    let task = match begin(core, call, request, answer, false).await?.0 {
         Started::Message(message) => return Ok(SendOutcome::Message(message)),
         Started::Turn(turn) => turn.subscription.snapshot,
         Started::Settled(task) => task,
@@ -97,13 +98,14 @@ async fn send_streaming_message(
     request: SendMessageRequest,
 ) -> Result<EventStream, A2aError> {
     let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
-    Ok(match begin(core, call, request, Answer::Follow).await? {
+    let (started, slot) = begin(core, call, request, Answer::Follow, true).await?;
+    Ok(match started {
         Started::Message(message) => {
             let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
             futures::stream::iter([Ok(Arc::new(event))]).boxed()
         }
         Started::Turn(turn) => {
-            let ends = Ends { shutdown: Some(core.draining()), max_age: core.settings.max_stream };
+            let ends = Ends { shutdown: Some(core.draining()), max_age: core.settings.max_stream, slot };
             turn_stream(*turn, history_length, ends)
         }
         Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
@@ -111,13 +113,16 @@ async fn send_streaming_message(
 }
 
 /// Validates a SendMessage request and hands the message to a new task or to the live task
-/// it names, answered as `answer` asks.
+/// it names, answered as `answer` asks. A `stream` takes its subscription slot first, and
+/// gets it back to hold while it lasts.
 async fn begin(
     core: &Core,
     call: &CallContext,
     request: SendMessageRequest,
     answer: Answer,
-) -> Result<Started, A2aError> {
+    stream: bool,
+) -> Result<(Started, Option<SubscriptionSlot>), A2aError> {
+    validate::parts(&request, core.settings.max_parts)?;
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
     let configuration = configuration.unwrap_or_default();
@@ -127,8 +132,10 @@ async fn begin(
     }
     let mut message = message.ok_or_else(|| A2aError::invalid_field("message", "is required"))?;
     let owner = call.owner(&tenant)?;
+    let open_slot = |task_id: &str| stream.then(|| core.subscriptions.open(&owner, task_id)).transpose();
 
     if !message.task_id.is_empty() {
+        let slot = open_slot(&message.task_id)?;
         let follow_up = FollowUp {
             message,
             extensions: call.extensions.clone(),
@@ -138,10 +145,14 @@ async fn begin(
             if_generation_match: configuration.if_generation_match,
         };
         // Boxed: its state would otherwise enlarge every SendMessage's future.
-        return Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await;
+        let started = Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await?;
+        return Ok((started, slot));
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();
+    core.env.limits.check_first(&task_id, &message)?;
+    let reservation = core.env.live.reserve(&owner.principal, &task_id)?;
+    let slot = open_slot(&task_id)?;
     let context_id = match message.context_id.as_str() {
         "" => uuid::Uuid::new_v4().to_string(),
         given => given.to_owned(),
@@ -180,7 +191,7 @@ async fn begin(
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    let started = start_task(core.env.clone(), owner, ctx, answer)
+    let started = start_task(core.env.clone(), owner, ctx, answer, reservation)
         .run()
         .await
         .await
@@ -193,7 +204,7 @@ async fn begin(
             tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
         }
     }
-    started
+    Ok((started?, slot))
 }
 
 /// Hands a follow-up message to the live (or hibernated) task it names.

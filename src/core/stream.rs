@@ -12,6 +12,7 @@ use crate::error::A2aError;
 use crate::proto::{StreamResponse, SubscribeToTaskRequest, Task, TaskState, stream_response::Payload};
 use crate::task::handle::{Subscription, Turn};
 use crate::task::log::TaskEvent;
+use crate::task::quota::SubscriptionSlot;
 use crate::task::registry::{Found, with_live};
 use crate::task::view::trim_history;
 use crate::task::{is_interrupted, is_terminal, state_of};
@@ -34,6 +35,7 @@ impl Core {
         validate::task_id("id", &request.id)?;
         let after = call.resume_after()?;
         let owner = call.owner(&request.tenant)?;
+        let slot = self.subscriptions.open(&owner, &request.id)?;
         match with_live(&self.env, &owner, &request.id, |handle| async move { handle.subscribe(after).await })
             .await?
         {
@@ -42,7 +44,11 @@ impl Core {
                 check_not_ahead(&request.id, after, current)?;
                 // The feed starts at the caller's cursor only when the log held every event since.
                 let resumed = after == Some(subscription.feed.cursor());
-                let ends = Ends { shutdown: Some(self.draining()), max_age: self.settings.max_stream };
+                let ends = Ends {
+                    shutdown: Some(self.draining()),
+                    max_age: self.settings.max_stream,
+                    slot: Some(slot),
+                };
                 Ok(subscription_stream(subscription, ends, resumed))
             }
             Found::Finished(task) if after.is_some() => {
@@ -90,12 +96,15 @@ pub(super) fn turn_stream(turn: Turn, history_length: Option<i32>, ends: Ends) -
 }
 
 /// What ends a stream early, with a resumable close ([`A2aError::StreamClosed`]): the server
-/// draining, and the stream's maximum age.
+/// draining, and the stream's maximum age; and the stream's subscription slot, given back when
+/// the stream ends or its client goes away (the stream is dropped).
 pub(super) struct Ends {
     /// Becomes true when the server drains.
     pub shutdown: Option<watch::Receiver<bool>>,
     /// `--max-stream-secs`.
     pub max_age: Option<std::time::Duration>,
+    /// The stream's place among the open subscriptions, if it is counted.
+    pub slot: Option<SubscriptionSlot>,
 }
 
 /// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
@@ -134,6 +143,7 @@ fn follow(
             yield Ok(snapshot_event(snapshot, feed.cursor()));
         }
         let _never = never;
+        let _slot = ends.slot;
         let mut draining = ends.shutdown;
         let too_old = sleep_for(ends.max_age);
         tokio::pin!(too_old);

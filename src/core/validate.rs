@@ -1,6 +1,6 @@
 //! Request validation: REQUIRED fields and value ranges, reported as field violations
 //! (spec §5.7: servers reject missing required fields before doing anything).
-use crate::error::{A2aError, FieldViolation};
+use crate::error::{A2aError, FieldViolation, LimitKind};
 use crate::proto::{Message, Role, SendMessageRequest, TaskPushNotificationConfig};
 
 /// Collects violations and turns them into one `InvalidParams` error.
@@ -34,6 +34,20 @@ impl Violations {
         };
         Err(A2aError::InvalidParams { message, violations: self.0 })
     }
+}
+
+/// `--max-parts`: checked before anything else looks at the parts, so a message of a hundred
+/// thousand parts costs no more than its decoding.
+pub(crate) fn parts(request: &SendMessageRequest, max_parts: usize) -> Result<(), A2aError> {
+    let count = request.message.as_ref().map_or(0, |m| m.parts.len());
+    if max_parts != 0 && count > max_parts {
+        return Err(A2aError::limit(
+            LimitKind::TooLarge,
+            "max-parts",
+            format!("the message has {count} parts; the limit is {max_parts}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A required id parameter.

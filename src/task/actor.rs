@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::budget::Budget;
 use super::execution::Executions;
 use super::handle::{Answer, Command, FollowUp, Reply, Started, Subscription, TaskHandle, Turn};
 use super::journal::{Flushed, Journal, lost};
@@ -56,6 +57,8 @@ pub(super) struct TaskActor {
     journal: Option<Journal>,
     /// A follow-up was accepted and nothing published since (see `rules::match_generation`).
     message_pending: bool,
+    /// What the task holds, against what it may hold.
+    budget: Budget,
     env: Arc<TaskEnv>,
 }
 
@@ -71,6 +74,7 @@ impl TaskActor {
     ) -> Self {
         let log = EventLog::starting_at(handle.id.clone(), env.log_capacity, env.log_bytes, last_seq);
         Self {
+            budget: Budget::of(&task, env.limits),
             log: Arc::new(log),
             journal: env.fleet.clone().map(Journal::new),
             message_pending: false,
@@ -135,6 +139,10 @@ impl TaskActor {
         match self.phase {
             Phase::Hibernated => {
                 self.log.close();
+                if self.env.fleet.is_some() {
+                    // In a fleet a hibernated task is no replica's: whichever revives it counts it.
+                    self.env.live.release(&self.task.id);
+                }
                 self.release().await;
                 // Callers that sent a command meanwhile see the actor gone and revive the task.
                 self.rx.close();
@@ -142,6 +150,7 @@ impl TaskActor {
                 return;
             }
             Phase::Lost => {
+                self.env.live.release(&self.task.id);
                 self.answer_deferred();
                 self.log.close_with(lost(&self.task.id));
                 self.env.registry.remove(&self.handle);
@@ -324,12 +333,14 @@ impl TaskActor {
     /// The agent's first task event: the task now exists. It is registered, and its starter
     /// hears back (at once, or when the turn ends).
     fn begin(&mut self, starter: Starter) {
+        let Starter { reply, done, slot } = starter;
+        slot.commit();
         self.phase = Phase::Live;
         self.env.registry.insert(self.handle.clone());
         TaskMetrics::get().started.increment(1);
         track_state(TaskState::Unspecified, TaskState::Submitted);
         self.dirty = Dirty::State;
-        self.answer(0, starter.reply, starter.done);
+        self.answer(0, reply, done);
     }
 
     /// Tells the sender of execution `exec`'s message how to follow its turn, or keeps them
@@ -349,10 +360,15 @@ impl TaskActor {
         if let Err(error) = rules::match_generation(&self.task, if_generation_match, self.message_pending) {
             return reply.send(Err(error));
         }
+        let bytes = match self.budget.message(&self.task, &message) {
+            Ok(bytes) => bytes,
+            Err(error) => return reply.send(Err(error)),
+        };
         let message = match rules::accept_message(&mut self.task, message) {
             Ok(message) => message,
             Err(error) => return reply.send(Err(error)),
         };
+        self.budget.set(bytes);
         self.dirty = Dirty::State;
         self.message_pending = true;
         let ctx = RequestContext {
@@ -434,8 +450,22 @@ impl TaskActor {
             }
             self.begin(*starter);
         }
+        let bytes = match self.budget.event(&self.task, &event) {
+            Ok(bytes) => bytes,
+            Err(limit) => {
+                // The event is not applied; the task fails as its next event, so subscribers
+                // see every event up to here and then why it ended.
+                self.executions.abort_all();
+                let flag = limit.metadata().remove("limit").unwrap_or_default();
+                return self
+                    .fail(&format!("the agent's output exceeded a limit of the task: {limit} (--{flag})"));
+            }
+        };
         match rules::apply(&mut self.task, event) {
-            Ok(change) => self.record(change),
+            Ok(change) => {
+                self.budget.set(bytes);
+                self.record(change)
+            }
             Err(problem) => {
                 self.executions.abort_all();
                 self.fail(&format!("invalid agent response: {problem}"));
@@ -459,6 +489,8 @@ impl TaskActor {
         self.publish(change.into_payload());
         if is_terminal(state) {
             self.phase = Phase::Finished;
+            // Now, not once stored: a client told the task ended may start another at once.
+            self.env.live.release(&self.task.id);
         }
         if rules::settles(state) {
             self.settle_all();
@@ -507,6 +539,7 @@ impl Drop for TaskActor {
         if matches!(self.phase, Phase::Live) {
             self.log.close();
             self.env.registry.remove(&self.handle);
+            self.env.live.release(&self.task.id);
         }
     }
 }

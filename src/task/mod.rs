@@ -1,6 +1,8 @@
 //! Tasks: their lifecycle rules, the per-task actor, its event log, the registry of live
-//! actors and the store of task state.
+//! actors, what a task and its callers may hold (`budget.rs`, `quota.rs`) and the store of
+//! task state.
 pub mod actor;
+pub mod budget;
 mod execution;
 pub mod fleet;
 pub mod handle;
@@ -8,6 +10,7 @@ mod journal;
 pub mod log;
 mod metrics;
 mod phase;
+pub mod quota;
 pub mod registry;
 pub(crate) mod rules;
 pub mod spawn;
@@ -19,7 +22,9 @@ use std::sync::Arc;
 use crate::agent::AgentExecutor;
 use crate::call::Owner;
 use crate::proto::{TaskState, TaskStatus};
+use budget::TaskLimits;
 use log::{SubscriberCount, TaskEvent};
+use quota::LiveTasks;
 use registry::Registry;
 use store::TaskStore;
 
@@ -31,6 +36,11 @@ pub struct TaskEnv {
     pub store: Arc<dyn TaskStore>,
     /// Live tasks.
     pub registry: Arc<Registry>,
+    /// The live tasks counted against `--max-live-tasks[-per-principal]` (hibernated ones
+    /// too, on a single server).
+    pub live: Arc<LiveTasks>,
+    /// What one task may hold.
+    pub limits: TaskLimits,
     /// Open subscriptions, for observability and leak tests.
     pub subscribers: Arc<SubscriberCount>,
     /// Events kept per task for subscribers that fall behind.

@@ -3,6 +3,7 @@
 use tokio::sync::oneshot;
 
 use super::handle::Reply;
+use super::quota::Reservation;
 
 /// Where a task is in its life, as its actor sees it. One value, so that combinations that
 /// cannot happen (hibernated yet finished, a starter waiting on a registered task) cannot be
@@ -36,4 +37,6 @@ pub(super) struct Starter {
     pub(super) reply: Reply,
     /// Wakes when the first execution ends; there exactly when the sender follows the turn.
     pub(super) done: Option<oneshot::Receiver<()>>,
+    /// The task's live slot: kept once the task exists, given back if it never does.
+    pub(super) slot: Reservation,
 }

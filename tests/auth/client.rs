@@ -43,6 +43,20 @@ pub struct Fail {
     pub challenge: Option<String>,
     /// The error's message.
     pub message: String,
+    /// The ErrorInfo metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// The `Retry-After` header of an HTTP answer.
+    pub retry_after: Option<String>,
+}
+
+/// What keeps a streaming call open after its first item: dropping it ends the call, as a
+/// client that goes away does. Nothing for a unary call.
+pub struct Held(Option<Box<dyn std::any::Any + Send>>);
+
+impl Held {
+    fn stream(stream: impl std::any::Any + Send) -> Self {
+        Self(Some(Box::new(stream)))
+    }
 }
 
 /// The 11 operations, each with its request.
@@ -140,7 +154,10 @@ impl Op {
         let (method, path, body) = match self {
             Op::Send(_) => (Method::POST, "/message:send".to_owned(), Some(params)),
             Op::SendStreaming(_) => (Method::POST, "/message:stream".to_owned(), Some(params)),
-            Op::Get(r) => (Method::GET, format!("/tasks/{}", r.id), None),
+            Op::Get(r) => {
+                let query = r.history_length.map(|n| format!("?historyLength={n}")).unwrap_or_default();
+                (Method::GET, format!("/tasks/{}{query}", r.id), None)
+            }
             Op::List(_) => (Method::GET, "/tasks".to_owned(), None),
             Op::Cancel(r) => (Method::POST, format!("/tasks/{}:cancel", r.id), Some(params)),
             Op::Subscribe(r) => (Method::GET, format!("/tasks/{}:subscribe", r.id), None),
@@ -187,6 +204,11 @@ impl Caller {
     }
 
     pub async fn call(&self, op: &Op) -> Result<Value, Fail> {
+        self.open(op).await.map(|(value, _)| value)
+    }
+
+    /// Like [`Caller::call`], and a streaming call stays open until the [`Held`] is dropped.
+    pub async fn open(&self, op: &Op) -> Result<(Value, Held), Fail> {
         match self.binding {
             Binding::Grpc | Binding::GrpcWeb => match op {
                 Op::Send(r) => self.proto::<_, SendMessageResponse>(op, r).await,
@@ -206,7 +228,7 @@ impl Caller {
         }
     }
 
-    async fn proto<Req, Resp>(&self, op: &Op, request: &Req) -> Result<Value, Fail>
+    async fn proto<Req, Resp>(&self, op: &Op, request: &Req) -> Result<(Value, Held), Fail>
     where
         Req: prost::Message + Clone + Send + Sync + 'static,
         Resp: Reply,
@@ -227,12 +249,13 @@ impl Caller {
             let mut stream =
                 grpc.server_streaming(request, path, codec).await.map_err(grpc_fail)?.into_inner();
             match stream.message().await {
-                Ok(Some(first)) => Ok(Resp::json(&first)),
-                Ok(None) => Ok(Value::Null),
+                Ok(Some(first)) => Ok((Resp::json(&first), Held::stream(stream))),
+                Ok(None) => Ok((Value::Null, Held(None))),
                 Err(status) => Err(grpc_fail(status)),
             }
         } else {
-            grpc.unary(request, path, codec).await.map(|r| Resp::json(r.get_ref())).map_err(grpc_fail)
+            let response = grpc.unary(request, path, codec).await.map_err(grpc_fail)?;
+            Ok((Resp::json(response.get_ref()), Held(None)))
         }
     }
 
@@ -244,7 +267,7 @@ impl Caller {
         request
     }
 
-    async fn grpc_web<Resp: Reply>(&self, op: &Op, payload: Vec<u8>) -> Result<Value, Fail> {
+    async fn grpc_web<Resp: Reply>(&self, op: &Op, payload: Vec<u8>) -> Result<(Value, Held), Fail> {
         let mut body = vec![0u8];
         body.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_be_bytes());
         body.extend_from_slice(&payload);
@@ -268,12 +291,13 @@ impl Caller {
                 if buffer.len() >= 5 + length {
                     let frame = buffer[5..5 + length].to_vec();
                     if buffer[0] == 0 {
-                        return Ok(Resp::json(&Resp::Wire::decode(frame.as_slice()).expect("a message")));
+                        let first = Resp::json(&Resp::Wire::decode(frame.as_slice()).expect("a message"));
+                        return Ok((first, Held::stream(response)));
                     }
                     let trailers = trailer_map(&frame);
                     return match tonic::Status::from_header_map(&trailers) {
                         Some(status) if status.code() != tonic::Code::Ok => Err(grpc_fail(status)),
-                        _ => Ok(Value::Null),
+                        _ => Ok((Value::Null, Held(None))),
                     };
                 }
             }
@@ -284,7 +308,7 @@ impl Caller {
         }
     }
 
-    async fn jsonrpc(&self, op: &Op) -> Result<Value, Fail> {
+    async fn jsonrpc(&self, op: &Op) -> Result<(Value, Held), Fail> {
         let envelope = json!({"jsonrpc": "2.0", "id": 7, "method": op.method(), "params": op.params()});
         let mut request = self.request(Method::POST, "/").json(&envelope);
         if op.streaming() {
@@ -293,10 +317,13 @@ impl Caller {
         let response = request.send().await.expect("JSON-RPC");
         assert_eq!(response.status(), 200, "JSON-RPC answers with HTTP 200, errors included");
         let challenge = challenge(&response);
-        let body = if is_sse(&response) {
-            SseReader::new(response).next().await.expect("a first event").json()
+        let retry_after = retry_after(&response);
+        let (body, held) = if is_sse(&response) {
+            let mut events = SseReader::new(response);
+            let first = events.next().await.expect("a first event").json();
+            (first, Held::stream(events))
         } else {
-            response.json::<Value>().await.expect("JSON")
+            (response.json::<Value>().await.expect("JSON"), Held(None))
         };
         assert_eq!(body["id"], 7, "{body}");
         match body.get("error") {
@@ -305,12 +332,14 @@ impl Caller {
                 code: error["code"].to_string(),
                 challenge,
                 message: error["message"].as_str().unwrap_or_default().to_owned(),
+                metadata: metadata_of(&error["data"]),
+                retry_after,
             }),
-            None => Ok(body["result"].clone()),
+            None => Ok((body["result"].clone(), held)),
         }
     }
 
-    async fn rest(&self, op: &Op) -> Result<Value, Fail> {
+    async fn rest(&self, op: &Op) -> Result<(Value, Held), Fail> {
         let (method, path, body) = op.rest();
         let mut request = self.request(method, &path);
         if let Some(body) = body {
@@ -319,27 +348,31 @@ impl Caller {
         let response = request.send().await.expect("HTTP+JSON");
         let status = response.status().as_u16();
         let challenge = challenge(&response);
+        let retry_after = retry_after(&response);
         if is_sse(&response) {
-            let event = SseReader::new(response).next().await.expect("a first event");
-            let body = event.json();
+            let mut events = SseReader::new(response);
+            let body = events.next().await.expect("a first event").json();
             return match body.get("error") {
                 Some(error) => Err(Fail {
                     reason: reason_of(&error["details"]),
                     code: error["code"].to_string(),
                     challenge,
                     message: error["message"].as_str().unwrap_or_default().to_owned(),
+                    metadata: metadata_of(&error["details"]),
+                    retry_after,
                 }),
-                None => Ok(body),
+                None => Ok((body, Held::stream(events))),
             };
         }
         let body: Value = response.json().await.expect("JSON");
         if (200..300).contains(&status) {
-            return Ok(body);
+            return Ok((body, Held(None)));
         }
         assert_eq!(body["error"]["code"], status, "{body}");
         let reason = reason_of(&body["error"]["details"]);
         let message = body["error"]["message"].as_str().unwrap_or_default().to_owned();
-        Err(Fail { reason, code: status.to_string(), challenge, message })
+        let metadata = metadata_of(&body["error"]["details"]);
+        Err(Fail { reason, code: status.to_string(), challenge, message, metadata, retry_after })
     }
 }
 
@@ -371,17 +404,31 @@ impl Reply for () {
 }
 
 fn grpc_fail(status: tonic::Status) -> Fail {
-    let reason = status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
+    let details = status.get_error_details();
+    let info = details.error_info().unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
     let code = a2a_server::error::code_name(status.code()).to_owned();
-    Fail { reason, code, challenge: None, message: status.message().to_owned() }
+    Fail {
+        reason: info.reason.clone(),
+        code,
+        challenge: None,
+        message: status.message().to_owned(),
+        metadata: info.metadata.clone().into_iter().collect(),
+        retry_after: None,
+    }
 }
 
 fn reason_of(details: &Value) -> String {
     details[0]["reason"].as_str().unwrap_or_else(|| panic!("no ErrorInfo: {details}")).to_owned()
+}
+
+/// The ErrorInfo metadata of ProtoJSON details.
+fn metadata_of(details: &Value) -> BTreeMap<String, String> {
+    let metadata = details[0]["metadata"].as_object().cloned().unwrap_or_default();
+    metadata.into_iter().map(|(key, value)| (key, value.as_str().unwrap_or_default().to_owned())).collect()
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<String> {
+    response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
 fn challenge(response: &reqwest::Response) -> Option<String> {

@@ -177,6 +177,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         Some(path) => {
             let mut server_args: Vec<String> =
                 ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
+            server_args.extend(process::LIFTED_LIMITS.map(String::from));
             server_args.extend(args.server_args.iter().cloned());
             if plan.scenarios.contains(&Scenario::Push) {
                 server_args.extend(push::SERVER_ARGS.iter().map(|a| a.to_string()));

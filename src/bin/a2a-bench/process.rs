@@ -13,6 +13,16 @@ use tokio::process::{Child, Command};
 
 use crate::BoxError;
 
+/// Flags every spawned `a2a-server` gets: its quotas lifted far past any size a scenario
+/// reaches (the benchmark, one client without a credential, is one principal), yet still
+/// counted, so what counting costs is in the figures.
+pub const LIFTED_LIMITS: [&str; 4] = [
+    "--max-live-tasks=1000000000",
+    "--max-live-tasks-per-principal=1000000000",
+    "--max-subscriptions-per-task=1000000000",
+    "--max-subscriptions-per-principal=1000000000",
+];
+
 /// A child server listening on 127.0.0.1. Killed when dropped, so an early error exit never
 /// leaves a server behind.
 pub struct ServerProcess {

@@ -75,7 +75,8 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     if let Some(other) = plan.scenarios.iter().find(|s| !s.is_fleet()) {
         return Err(format!("--fleet runs only the fleet-* scenarios, not {other:?}").into());
     }
-    let base: Vec<String> = ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
+    let mut base: Vec<String> = ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
+    base.extend(crate::process::LIFTED_LIMITS.map(String::from));
     let redis = RedisProcess::start(&p.redis_server).await?;
     eprintln!("a2a-bench: started redis-server (pid {}) on 127.0.0.1:{}", redis.pid, redis.port);
     let prefix = format!("a2a-bench-{}-{}", std::process::id(), unique());
