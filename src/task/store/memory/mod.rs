@@ -1,9 +1,9 @@
 //! The default, in-process task store, with bounded retention of finished tasks.
 //!
-//! One lock guards the tasks, the ListTasks indexes ([`index`]) and retention ([`retention`]),
+//! One lock guards the tasks, the ListTasks indexes (`index.rs`) and retention (`retention.rs`),
 //! and no critical section grows with the number of tasks: a save or a get is a few hash and
 //! O(log n) index operations, a ListTasks page a seek plus the page (the page's tasks are
-//! cloned after the lock is released), and eviction runs in batches of [`EVICT_BATCH`] with the
+//! cloned after the lock is released), and eviction runs in batches of `EVICT_BATCH` with the
 //! lock released in between, the evicted tasks freed outside it.
 mod index;
 mod ranked;
