@@ -13,7 +13,7 @@ mod push_config;
 mod send;
 mod stream;
 mod tasks;
-mod validate;
+pub(crate) mod validate;
 
 pub use send::SendOutcome;
 

@@ -15,7 +15,7 @@
 //! # }
 //! ```
 mod drain;
-mod router;
+pub(crate) mod router;
 mod store_health;
 
 use std::future::Future;

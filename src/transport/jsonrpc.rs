@@ -71,12 +71,12 @@ fn error_response(id: &Value, error: &A2aError) -> Response {
 }
 
 /// The method name and params of a request.
-type MethodCall = (String, Value);
+pub(crate) type MethodCall = (String, Value);
 
 /// Splits a request into its id and its method and params. An envelope so broken that no id
 /// can be trusted fails as a whole (answered with id `null`); a bad method or params fail with
 /// the id.
-fn envelope(request: Value) -> Result<(Value, Result<MethodCall, A2aError>), A2aError> {
+pub(crate) fn envelope(request: Value) -> Result<(Value, Result<MethodCall, A2aError>), A2aError> {
     let invalid = |why: &str| A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"));
     let mut request = match request {
         Value::Object(map) => map,
@@ -104,7 +104,7 @@ fn envelope(request: Value) -> Result<(Value, Result<MethodCall, A2aError>), A2a
     Ok((id, Ok((method, params))))
 }
 
-fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {
+pub(crate) fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {
     Ok(match method {
         "SendMessage" => Operation::SendMessage(decode(params)?),
         "SendStreamingMessage" => Operation::SendStreamingMessage(decode(params)?),
