@@ -49,7 +49,7 @@ fn grpc(reply: &Reply, content_type: &str) {
         return;
     }
     let bytes = if content_type.starts_with("application/grpc-web-text") {
-        base64::engine::general_purpose::STANDARD.decode(&reply.body).expect("grpc-web-text is base64")
+        text_body(&reply.body)
     } else {
         reply.body.to_vec()
     };
@@ -69,6 +69,25 @@ fn grpc(reply: &Reply, content_type: &str) {
         rest = &rest[5 + length..];
     }
     status_of(&trailers.expect("a complete grpc-web body ends with its trailers"));
+}
+
+/// A grpc-web-text body: base64, written a chunk at a time, each chunk padded on its own (so
+/// the body is decoded chunk by chunk, a chunk ending after its `=` padding).
+fn text_body(body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let end = match rest.iter().position(|&b| b == b'=') {
+            Some(first) => first + rest[first..].iter().take_while(|&&b| b == b'=').count(),
+            None => rest.len(),
+        };
+        let chunk = base64::engine::general_purpose::STANDARD
+            .decode(&rest[..end])
+            .unwrap_or_else(|e| panic!("grpc-web-text is base64 chunks ({e}): {body:?}"));
+        bytes.extend(chunk);
+        rest = &rest[end..];
+    }
+    bytes
 }
 
 fn trailer_block(payload: &[u8]) -> HeaderMap {
