@@ -39,6 +39,9 @@
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.
 //! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
 //!   `otel`): those spans exported over OTLP.
+//! - `fuzzing` (feature `fuzzing`, hidden): thin wrappers through which the cargo-fuzz
+//!   targets in `fuzz/` reach the decoders and checks that client input meets
+//!   (docs/FUZZING.md).
 //!
 //! Modules depend downwards only, with one argued exception: `agent` and `task` know each
 //! other, because an agent's event sink *is* the sending end of its task actor's command
@@ -72,6 +75,9 @@ pub mod config;
 pub mod core;
 pub mod error;
 pub mod fleet;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;

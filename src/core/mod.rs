@@ -15,7 +15,7 @@ mod rate;
 mod send;
 mod stream;
 mod tasks;
-mod validate;
+pub(crate) mod validate;
 
 pub use send::SendOutcome;
 

@@ -1,7 +1,9 @@
 //! Request validation: REQUIRED fields and value ranges, reported as field violations
 //! (spec §5.7: servers reject missing required fields before doing anything).
+use pbjson_types::{Struct, Value, value::Kind};
+
 use crate::error::{A2aError, FieldViolation, LimitKind};
-use crate::proto::{Message, Role, SendMessageRequest, TaskPushNotificationConfig};
+use crate::proto::{Message, Role, SendMessageRequest, TaskPushNotificationConfig, part};
 
 /// Collects violations and turns them into one `InvalidParams` error.
 #[derive(Default)]
@@ -21,6 +23,14 @@ impl Violations {
     pub fn non_negative(&mut self, field: &str, value: Option<i32>) {
         if value.is_some_and(|n| n < 0) {
             self.add(field, "must not be negative");
+        }
+    }
+
+    /// A NaN or an infinity, which protobuf can carry but JSON cannot: accepted over gRPC, it
+    /// would make the task unreadable on every JSON binding (found by fuzzing).
+    pub fn finite_struct(&mut self, field: &str, value: Option<&Struct>) {
+        if value.is_some_and(|s| s.fields.values().any(non_finite)) {
+            self.add(field, "must not hold NaN or an infinity");
         }
     }
 
@@ -66,6 +76,7 @@ pub(crate) fn send_message(request: &SendMessageRequest) -> Result<(), A2aError>
     if let Some(configuration) = &request.configuration {
         v.non_negative("configuration.historyLength", configuration.history_length);
     }
+    v.finite_struct("metadata", request.metadata.as_ref());
     v.into_result()
 }
 
@@ -96,10 +107,27 @@ fn check_message(v: &mut Violations, message: &Message) {
     if message.parts.is_empty() {
         v.add("message.parts", "must hold at least one part");
     }
+    v.finite_struct("message.metadata", message.metadata.as_ref());
     for (i, part) in message.parts.iter().enumerate() {
         if part.content.is_none() {
             v.add(format!("message.parts[{i}]"), "must have one of text, raw, url or data");
         }
+        v.finite_struct(&format!("message.parts[{i}].metadata"), part.metadata.as_ref());
+        if let Some(part::Content::Data(data)) = &part.content
+            && non_finite(data)
+        {
+            v.add(format!("message.parts[{i}].data"), "must not hold NaN or an infinity");
+        }
+    }
+}
+
+/// Whether a JSON value holds a number JSON cannot write (NaN, ±infinity).
+fn non_finite(value: &Value) -> bool {
+    match &value.kind {
+        Some(Kind::NumberValue(n)) => !n.is_finite(),
+        Some(Kind::StructValue(s)) => s.fields.values().any(non_finite),
+        Some(Kind::ListValue(list)) => list.values.iter().any(non_finite),
+        _ => false,
     }
 }
 
@@ -118,5 +146,33 @@ mod tests {
         let fields: Vec<_> = error.violations().iter().map(|v| v.field.as_str()).collect();
         assert_eq!(fields, ["message.messageId", "message.role", "message.parts[1]"]);
         assert_eq!(error.reason(), "INVALID_PARAMS");
+    }
+
+    /// Regression (fuzz target `protobuf`): a NaN in a Struct, sent over gRPC, passed
+    /// validation and then made ProtoJSON encoding panic for every JSON reader of the task.
+    #[test]
+    fn refuses_numbers_json_cannot_carry() {
+        let number = |n: f64| Value { kind: Some(Kind::NumberValue(n)) };
+        let nested = Struct { fields: [("n".to_owned(), number(f64::NAN))].into() };
+        let mut part = text_part("x");
+        part.metadata = Some(Struct {
+            fields: [("s".to_owned(), Value { kind: Some(Kind::StructValue(nested)) })].into(),
+        });
+        let data = crate::proto::Part {
+            content: Some(part::Content::Data(number(f64::INFINITY))),
+            ..Default::default()
+        };
+        let request = SendMessageRequest {
+            message: Some(Message {
+                message_id: "m".into(),
+                role: Role::User as i32,
+                parts: vec![part, data, text_part("fine")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let error = send_message(&request).unwrap_err();
+        let fields: Vec<_> = error.violations().iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["message.parts[0].metadata", "message.parts[1].data"]);
     }
 }

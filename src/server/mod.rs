@@ -22,7 +22,7 @@ mod drain;
 mod http1_errors;
 mod in_flight;
 mod listener;
-mod router;
+pub(crate) mod router;
 mod store_health;
 mod tls;
 

@@ -143,3 +143,18 @@ pub fn error_text_response(error: &A2aError, body: String, a2a_json: bool) -> Re
 pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
     super::strict_json::parse(body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_json;
+
+    /// Regression (fuzz target `protobuf`): 1.5 × 2^768, printed shortest as below, came back
+    /// one ulp off from serde_json's default float parser, so a `Struct` number a client sent
+    /// was not the number it meant, and re-encoding a message changed it.
+    #[test]
+    fn json_numbers_parse_to_the_exact_double() {
+        let exact = f64::from_bits(0x6ff8_0000_0000_0000);
+        let value = parse_json(br#"{"n": 2.3287771384510634e231}"#).expect("valid JSON");
+        assert_eq!(value["n"].as_f64().map(f64::to_bits), Some(exact.to_bits()));
+    }
+}

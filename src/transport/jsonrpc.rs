@@ -116,7 +116,7 @@ fn error_response(id: &RequestId, error: &A2aError) -> Response {
 }
 
 /// The method name and params of a request.
-type MethodCall = (String, Value);
+pub(crate) type MethodCall = (String, Value);
 
 fn invalid(why: &str) -> A2aError {
     A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"))
@@ -125,7 +125,7 @@ fn invalid(why: &str) -> A2aError {
 /// Splits a request into its id and its method and params. A body that is not I-JSON (a
 /// duplicate name anywhere) or an envelope so broken that no id can be trusted fails as a
 /// whole (answered with id `null`); a bad method or params fail with the id.
-fn envelope(body: &[u8]) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
+pub(crate) fn envelope(body: &[u8]) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         Some(b'[') => return strict_json::parse(body).and(Err(invalid("batch requests are not supported"))),
@@ -192,7 +192,7 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
-fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {
+pub(crate) fn operation(method: &str, params: &Value) -> Result<Operation, A2aError> {
     Ok(match method {
         "SendMessage" => Operation::SendMessage(decode(params)?),
         "SendStreamingMessage" => Operation::SendStreamingMessage(decode(params)?),

@@ -22,7 +22,7 @@ use crate::protojson::{decode, descriptor, encode_string_for};
 
 /// A matched route, with its path parameters.
 #[derive(Debug, PartialEq)]
-enum Route {
+pub(crate) enum Route {
     SendMessage,
     SendStreamingMessage,
     ListTasks,
@@ -37,7 +37,7 @@ enum Route {
 }
 
 #[derive(Debug, PartialEq)]
-enum Miss {
+pub(crate) enum Miss {
     NotFound,
     MethodNotAllowed(&'static str),
 }
@@ -86,7 +86,7 @@ fn match_route(method: &Method, segments: &[&str]) -> Result<Route, Miss> {
 
 /// Matches a path with or without a leading tenant segment. The unprefixed reading wins, so a
 /// tenant cannot shadow a route (`/tasks/x` is GetTask, never tenant `tasks`).
-fn resolve(method: &Method, path: &str) -> Result<(Route, Option<String>), Miss> {
+pub(crate) fn resolve(method: &Method, path: &str) -> Result<(Route, Option<String>), Miss> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match match_route(method, &segments) {
         Ok(route) => Ok((route, None)),
@@ -172,7 +172,7 @@ fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<Value, A2aError> {
     http::parse_json(body)
 }
 
-fn operation(
+pub(crate) fn operation(
     route: Route,
     headers: &HeaderMap,
     query: Option<&str>,

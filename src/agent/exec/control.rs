@@ -8,7 +8,7 @@ use crate::protojson;
 
 /// One instruction from the command.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Control {
+pub(crate) enum Control {
     /// WORKING, with an optional message.
     Status(Option<String>),
     /// An artifact or a chunk of one.
@@ -23,7 +23,7 @@ const ACTIONS: [&str; 5] = ["status", "artifact", "data", "inputRequired", "auth
 
 /// The JSON of a control line, or `None` if `line` is output. An empty prefix turns the
 /// protocol off.
-pub(super) fn control_json<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
+pub(crate) fn control_json<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
     if prefix.is_empty() {
         return None;
     }
@@ -32,7 +32,7 @@ pub(super) fn control_json<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 /// Parses the JSON of a control line; the reason when it is not a valid instruction.
-pub(super) fn parse(json: &str) -> Result<Control, String> {
+pub(crate) fn parse(json: &str) -> Result<Control, String> {
     let mut object: Map<String, Value> =
         serde_json::from_str(json).map_err(|e| format!("not a JSON object: {e}"))?;
     let present: Vec<&str> = ACTIONS.iter().copied().filter(|key| object.contains_key(*key)).collect();

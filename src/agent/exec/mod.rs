@@ -37,8 +37,8 @@
 //! - **Limits**: a per-task timeout (the task fails); at most
 //!   [`ExecConfig::max_concurrency`] commands at once — further tasks wait in SUBMITTED and
 //!   start in the order they came.
-mod control;
-mod output;
+pub(crate) mod control;
+pub(crate) mod output;
 mod process;
 mod session;
 

@@ -26,7 +26,7 @@ const STDERR_LINE_BYTES: usize = 500;
 
 /// How a piece of a line ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum End {
+pub(crate) enum End {
     /// At a newline (not included in the text).
     Newline,
     /// At the end of input, without a newline.
@@ -37,7 +37,7 @@ pub(super) enum End {
 
 /// A line, or a piece of a line that was too long.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Piece {
+pub(crate) struct Piece {
     /// The text; invalid UTF-8 is replaced.
     pub text: String,
     /// Whether this piece starts a line (false for the continuation of a split line).
@@ -49,7 +49,7 @@ pub(super) struct Piece {
 /// Reads lines of at most `max` bytes, never buffering more. Cancel-safe: [`LineReader::next`]
 /// keeps its partial line in `self`, so it can sit in a `select!` and be polled with
 /// `now_or_never`.
-pub(super) struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     inner: BufReader<R>,
     line: Vec<u8>,
     max: usize,
