@@ -104,12 +104,14 @@ class Tally:
 
     @contextmanager
     def check(self, name, allowed_errors=()):
-        """A named check: fails on an exception or on a console error it does not allow."""
+        """A named check: fails on an exception or on a console error it does not allow (a
+        substring, or a predicate of the error text)."""
         self.browser.errors.clear()
         started = time.monotonic()
         try:
             yield
-            errors = [e for e in self.browser.errors if not any(a in e for a in allowed_errors)]
+            errors = [e for e in self.browser.errors
+                      if not any(a(e) if callable(a) else a in e for a in allowed_errors)]
             if errors:
                 raise AssertionError("browser console errors:\n  " + "\n  ".join(errors))
         except Exception as error:  # noqa: BLE001 - every failure is reported, then counted
