@@ -151,9 +151,9 @@ pub struct Config {
     #[arg(long, env = "A2A_IDLE_CONNECTION_SECS", default_value_t = 120)]
     pub idle_connection_secs: u64,
 
-    /// Seconds an HTTP/1.1 client has to send a request's headers. The clock runs whenever the
-    /// connection waits for a request, so this is also how long an idle kept-alive HTTP/1.1
-    /// connection stays open: a load balancer keeping such connections must close them sooner.
+    /// Seconds an HTTP/1.1 client has to send a request's headers, from their first byte (a
+    /// slowloris is cut then). A kept-alive connection waiting for its next request is under
+    /// --idle-connection-secs instead.
     #[arg(long, env = "A2A_HEADER_READ_TIMEOUT_SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_read_timeout_secs: u64,

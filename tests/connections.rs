@@ -37,6 +37,28 @@ async fn until_closed(stream: &mut TcpStream) -> Vec<u8> {
     }
 }
 
+/// Sends `bytes` one at a time, `every` apart, while reading what the server answers until it
+/// closes the connection: that answer, and whether every byte was sent before the close.
+async fn trickle(stream: TcpStream, bytes: Vec<u8>, every: Duration) -> (Vec<u8>, bool) {
+    let (mut reader, mut writer) = stream.into_split();
+    let sender = tokio::spawn(async move {
+        for byte in bytes {
+            if writer.write_all(&[byte]).await.is_err() {
+                return false;
+            }
+            tokio::time::sleep(every).await;
+        }
+        true
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer))
+        .await
+        .expect("the connection stays open")
+        .ok();
+    let all_sent = sender.is_finished() && sender.await.unwrap_or(false);
+    (answer, all_sent)
+}
+
 /// One HTTP/1.1 `GET path` on a kept-alive connection: the status line and body.
 async fn get(stream: &mut TcpStream, path: &str) -> String {
     stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes()).await.unwrap();
@@ -80,6 +102,50 @@ async fn connections_that_send_nothing_or_half_a_preface_are_closed_when_idle() 
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
     assert_eq!(get(&mut stream, "/healthz").await, "HTTP/1.1 200 OK ok\n");
     until_closed(&mut stream).await;
+}
+
+/// The header timeout times a request head from its first byte: a kept-alive HTTP/1.1
+/// connection waiting between requests outlives it (and is closed by the idle timeout), while a
+/// head that trickles in is cut at it, whether it is the connection's first or a later one.
+#[tokio::test]
+async fn the_header_timeout_cuts_slow_heads_but_not_kept_alive_connections() {
+    let settings = ConnectionSettings {
+        header_read_timeout: Duration::from_millis(300),
+        ..idle_after(Duration::from_millis(1500))
+    };
+    let server = TestServer::builder().connections(settings).start().await;
+
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(get(&mut stream, "/healthz").await, "HTTP/1.1 200 OK ok\n");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(
+        get(&mut stream, "/healthz").await,
+        "HTTP/1.1 200 OK ok\n",
+        "kept alive past the header timeout"
+    );
+    let quiet = std::time::Instant::now();
+    until_closed(&mut stream).await;
+    assert!(
+        quiet.elapsed() >= Duration::from_millis(1400),
+        "closed at {:?}, before the idle timeout",
+        quiet.elapsed()
+    );
+
+    // The idle timeout (120 s) is no help here: only the header timeout can cut these.
+    let settings =
+        ConnectionSettings { header_read_timeout: Duration::from_millis(300), ..Default::default() };
+    let server = TestServer::builder().connections(settings).start().await;
+    for served_before in [false, true] {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        if served_before {
+            assert_eq!(get(&mut stream, "/healthz").await, "HTTP/1.1 200 OK ok\n");
+        }
+        // 6 s of head at one byte every 50 ms.
+        let head = format!("GET /healthz HTTP/1.1\r\nX-Slow: {}\r\n\r\n", "x".repeat(100));
+        let (answer, all_sent) = trickle(stream, head.into_bytes(), Duration::from_millis(50)).await;
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+        assert!(!all_sent, "the whole head got through");
+    }
 }
 
 #[tokio::test]
@@ -147,22 +213,8 @@ async fn a_request_body_trickling_in_is_cut_at_the_body_read_timeout() {
     let head =
         "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
     stream.write_all(head.as_bytes()).await.unwrap();
-    let (mut reader, mut writer) = stream.into_split();
-    let trickle = tokio::spawn(async move {
-        for _ in 0..1000 {
-            if writer.write_all(b" ").await.is_err() {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        true
-    });
-    let mut answer = Vec::new();
-    tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer))
-        .await
-        .expect("the connection stays open")
-        .ok();
-    assert!(!trickle.is_finished() || !trickle.await.unwrap(), "the whole body got through");
+    let (answer, all_sent) = trickle(stream, vec![b' '; 1000], Duration::from_millis(20)).await;
+    assert!(!all_sent, "the whole body got through");
     let answer = String::from_utf8_lossy(&answer);
     // A client error for the request (JSON-RPC's own error object, which rides on HTTP 200,
     // naming the timeout), or a bare close; never a result.

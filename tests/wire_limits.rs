@@ -261,29 +261,43 @@ async fn a_body_too_large_to_drain_is_refused_at_once_and_the_connection_closed(
     assert!(http.closes().await);
 }
 
-/// hyper 1.12 follows RFC 9112 §6.1: with both headers, Transfer-Encoding frames the body,
-/// Content-Length is dropped, and the connection is closed after the answer, so bytes a
-/// front end would have framed differently are never read as a request.
+/// A request with both Content-Length and Transfer-Encoding is refused before it runs (a front
+/// end may have framed it by the other header), whichever comes first, alone on its connection
+/// or behind a kept-alive request; the connection closes, so bytes framed differently are never
+/// read as a request.
 #[tokio::test]
-async fn content_length_beside_transfer_encoding_cannot_smuggle_a_request() {
+async fn content_length_beside_transfer_encoding_is_refused_and_cannot_smuggle_a_request() {
     let server = TestServer::start().await;
-    let body = rpc(1, "GetTask", json!({"id": "nope"})).to_string();
+    // `input` parks the task: had the request run, a live task would remain.
+    let body = rpc(1, "SendMessage", json!({"message": json_message("input")})).to_string();
     let smuggled = head("GET", "/healthz", &[]);
     for headers in [
         [JSON, "Content-Length: 4", "Transfer-Encoding: chunked"],
         [JSON, "Transfer-Encoding: chunked", "Content-Length: 4"],
     ] {
-        let mut http = RawHttp::connect(server.addr).await;
-        let mut request = head("POST", "/", &headers).into_bytes();
-        request.extend(chunked(body.as_bytes(), 16));
-        request.extend(smuggled.as_bytes());
-        http.send(&request).await;
-        let response = http.response().await;
-        // The whole chunked body was read (a 4-byte body would not be JSON).
-        assert_rpc_error(&response.json(), -32001, "TASK_NOT_FOUND");
-        assert_eq!(response.header("connection"), Some("close"), "{response:?}");
-        assert!(http.closes().await, "the smuggled request must never be answered");
+        for kept_alive_before in [false, true] {
+            let mut http = RawHttp::connect(server.addr).await;
+            let mut request = Vec::new();
+            if kept_alive_before {
+                request.extend(head("GET", "/healthz", &[]).into_bytes());
+            }
+            request.extend(head("POST", "/", &headers).into_bytes());
+            request.extend(chunked(body.as_bytes(), 16));
+            request.extend(smuggled.as_bytes());
+            http.send(&request).await;
+            if kept_alive_before {
+                assert_eq!(http.response().await.status, 200);
+            }
+            let response = http.response().await;
+            assert_eq!(response.status, 400, "{headers:?}: {response:?}");
+            let error = response.json();
+            assert_eq!(error["error"]["details"][0]["reason"], "INVALID_REQUEST", "{error}");
+            let message = error["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("both Content-Length and Transfer-Encoding"), "{message}");
+            assert!(http.closes().await, "the smuggled request must never be answered");
+        }
     }
+    assert_eq!(server.core.live_tasks(), 0, "the refused requests never ran");
 }
 
 /// Conflicting lengths and unknown codings are refused by hyper before any route; the answer

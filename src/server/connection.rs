@@ -17,7 +17,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
-use super::http1_errors::Http1Errors;
+use super::http1_guard::Http1Guard;
 use super::in_flight::{Activity, InFlight};
 use super::listener::ConnectionSettings;
 use super::tls::{self, Tls};
@@ -37,13 +37,19 @@ impl Shared {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(settings.header_read_timeout)
+            // The guard times request heads from their first byte instead (see http1_guard.rs).
+            .header_read_timeout(None)
             .http2()
             .timer(TokioTimer::new())
             .max_concurrent_streams(settings.http2_max_concurrent_streams)
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout);
         Self { builder, router, settings, tls }
+    }
+
+    /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
+    fn guard<S>(&self, stream: S) -> TokioIo<Http1Guard<S>> {
+        TokioIo::new(Http1Guard::new(stream, Some(self.settings.header_read_timeout)))
     }
 }
 
@@ -58,13 +64,8 @@ pub(super) async fn serve(
 ) {
     let local = stream.local_addr().ok();
     let Some(tls) = &shared.tls else {
-        return run(
-            &shared,
-            TokioIo::new(Http1Errors::new(stream)),
-            Peer { local, remote: peer, certificate: None },
-            stop,
-        )
-        .await;
+        return run(&shared, shared.guard(stream), Peer { local, remote: peer, certificate: None }, stop)
+            .await;
     };
     let handshake = tokio::time::timeout(tls.settings().handshake_timeout, tls.acceptor().accept(stream));
     let stream = tokio::select! {
@@ -76,8 +77,7 @@ pub(super) async fn serve(
         _ = stop.changed() => return,
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
-    run(&shared, TokioIo::new(Http1Errors::new(stream)), Peer { local, remote: peer, certificate }, stop)
-        .await;
+    run(&shared, shared.guard(stream), Peer { local, remote: peer, certificate }, stop).await;
 }
 
 /// Who is at the other end of a connection.

@@ -27,7 +27,8 @@ pub struct ConnectionSettings {
     /// `None`: never. Covers connections that never send a byte or stop halfway through the
     /// HTTP/2 preface. Streams (SubscribeToTask, SSE) are requests in flight.
     pub idle_timeout: Option<Duration>,
-    /// HTTP/1.1: the time a client has to send a request's headers.
+    /// HTTP/1.1: the time a client has to send a request's headers, from their first byte (a
+    /// kept-alive connection waiting for its next request is under the idle timeout instead).
     pub header_read_timeout: Duration,
     /// The time a client has to send a request's body, from its headers on; then the body
     /// fails and the request with it. `None`: no limit.

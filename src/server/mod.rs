@@ -19,9 +19,10 @@
 //! ```
 mod connection;
 mod drain;
-mod http1_errors;
+mod http1_guard;
 mod in_flight;
 mod listener;
+mod request_framing;
 pub(crate) mod router;
 mod store_health;
 mod tls;

@@ -1,11 +1,20 @@
-//! hyper answers an HTTP/1.1 request it cannot parse by itself, before any route runs, with an
-//! empty body: 414 for a URI over its fixed 65,534 bytes (a 100 KB task id in a REST path),
-//! 431 for headers beyond its read buffer, 400 for a malformed request line or header, two
-//! different `Content-Length`s, or a `Transfer-Encoding` other than chunked. Those answers are
-//! the only ones that never reach a route, so the place to give them a body is the connection:
-//! [`Http1Errors`] wraps each accepted connection and replaces exactly those answers, keeping
-//! their status, with a `google.rpc.Status` body (reason `INVALID_REQUEST`). No binding is
-//! known yet at that point (the request was never read), so the body is HTTP+JSON's.
+//! Every accepted connection is wrapped in an [`Http1Guard`], which does at the byte level what
+//! hyper's HTTP/1.1 server cannot be configured to do. HTTP/2 bytes pass through untouched.
+//!
+//! **Reading**, it follows the requests' framing (`request_framing.rs`) to refuse a request
+//! with both `Content-Length` and `Transfer-Encoding`, and to time each request head from its
+//! first byte: a head not complete within the header timeout fails the connection (slowloris),
+//! while a kept-alive connection between requests is left to the connection's idle timeout.
+//! (hyper's own header timer, which is off, would also close a connection that is merely idle.)
+//!
+//! **Writing**, it gives a body to the answers hyper makes by itself, before any route runs,
+//! to a request it cannot parse: 414 for a URI over its fixed 65,534 bytes (a 100 KB task id in
+//! a REST path), 431 for headers beyond its read buffer, 400 for a malformed request line or
+//! header, two different `Content-Length`s, a `Transfer-Encoding` other than chunked, or a
+//! request the framing refused. Those answers come with an empty body; the guard replaces
+//! exactly those, keeping their status, with a `google.rpc.Status` body (reason
+//! `INVALID_REQUEST`). No binding is known at that point (the request was never read), so the
+//! body is HTTP+JSON's.
 //!
 //! An answer of hyper's own is recognised by its shape, which nothing else on the connection
 //! has: one write that is a whole response head with a 400, 414 or 431 status,
@@ -14,14 +23,25 @@
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
 
+use super::request_framing::RequestFraming;
 use crate::error::A2aError;
 
-/// A connection whose HTTP/1.1 parse-error answers get a body.
-pub struct Http1Errors<IO> {
+/// A connection guarded as the module says.
+pub struct Http1Guard<IO> {
     io: IO,
+    framing: RequestFraming,
+    /// Why the framing refused a request, for the body of hyper's 400.
+    refused: Option<&'static str>,
+    /// The time a request head may take from its first byte; `None`: no limit.
+    head_timeout: Option<Duration>,
+    /// The deadline of the head in progress, if one is.
+    head_deadline: Option<Pin<Box<Sleep>>>,
+    head_timed: bool,
     /// The answer being written in place of hyper's, and how much of hyper's it stands for.
     replacing: Option<Replacement>,
 }
@@ -33,24 +53,72 @@ struct Replacement {
     stands_for: usize,
 }
 
-impl<IO> Http1Errors<IO> {
-    /// Wraps an accepted connection.
-    pub fn new(io: IO) -> Self {
-        Self { io, replacing: None }
+impl<IO> Http1Guard<IO> {
+    /// Wraps an accepted connection; `head_timeout` bounds each HTTP/1.1 request head.
+    pub fn new(io: IO, head_timeout: Option<Duration>) -> Self {
+        Self {
+            io,
+            framing: RequestFraming::default(),
+            refused: None,
+            head_timeout,
+            head_deadline: None,
+            head_timed: false,
+            replacing: None,
+        }
+    }
+
+    /// Starts the head's clock when a head has begun, stops it when the head is complete.
+    fn time_heads(&mut self) {
+        let in_head = self.framing.in_head();
+        if in_head
+            && !self.head_timed
+            && let Some(timeout) = self.head_timeout
+        {
+            let deadline = Instant::now() + timeout;
+            match &mut self.head_deadline {
+                Some(sleep) => sleep.as_mut().reset(deadline),
+                None => self.head_deadline = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        self.head_timed = in_head;
+    }
+
+    /// Whether the head in progress has run out of time (registering for the deadline if not).
+    fn head_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        self.head_timed && self.head_deadline.as_mut().is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Http1Errors<IO> {
+impl<IO: AsyncRead + Unpin> AsyncRead for Http1Guard<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if let Some(reason) = this.framing.feed(&mut buf.filled_mut()[before..]) {
+                    tracing::debug!(reason, "HTTP/1.1 request refused for its framing");
+                    this.refused = Some(reason);
+                }
+                this.time_heads();
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending if this.head_expired(cx) => {
+                tracing::debug!("HTTP/1.1 request head not received within the header timeout");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "request head not received within --header-read-timeout-secs",
+                )))
+            }
+            other => other,
+        }
     }
 }
 
-impl<IO: AsyncWrite + Unpin> Http1Errors<IO> {
+impl<IO: AsyncWrite + Unpin> Http1Guard<IO> {
     /// Writes the replacement if one is under way; `Some(n)` once it is all written, `n` being
     /// the bytes of hyper's answer it stands for.
     fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<usize>>> {
@@ -69,14 +137,14 @@ impl<IO: AsyncWrite + Unpin> Http1Errors<IO> {
 
     fn start_replacing(&mut self, head: &[u8]) {
         if self.replacing.is_none()
-            && let Some(bytes) = replacement(head)
+            && let Some(bytes) = replacement(head, self.refused)
         {
             self.replacing = Some(Replacement { bytes, written: 0, stands_for: head.len() });
         }
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Http1Errors<IO> {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Http1Guard<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.start_replacing(buf);
@@ -119,7 +187,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Http1Errors<IO> {
 }
 
 /// hyper's answer to a request it could not parse, with a body: `None` for any other write.
-fn replacement(head: &[u8]) -> Option<Vec<u8>> {
+fn replacement(head: &[u8], refused: Option<&str>) -> Option<Vec<u8>> {
     const LONGEST_HEAD: usize = 256;
     if head.len() > LONGEST_HEAD || !head.ends_with(b"\r\n\r\n") {
         return None;
@@ -133,9 +201,9 @@ fn replacement(head: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let why = match code {
-        400 => {
-            "the request is not valid HTTP/1.1: a malformed request line or header, or a body length given twice or in an unsupported way"
-        }
+        400 => refused.unwrap_or(
+            "the request is not valid HTTP/1.1: a malformed request line or header, or a body length given twice or in an unsupported way",
+        ),
         414 => "the request URI is longer than the 65534 bytes this server reads",
         431 => "the request headers are larger than this server reads",
         _ => return None,
@@ -169,7 +237,7 @@ mod tests {
     fn replaces_only_hypers_empty_parse_error_answers() {
         let hyper =
             b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n";
-        let text = String::from_utf8(replacement(hyper).unwrap()).unwrap();
+        let text = String::from_utf8(replacement(hyper, None).unwrap()).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 414 URI Too Long\r\n"), "{head}");
         assert!(head.contains("\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT"), "{head}");
@@ -189,7 +257,7 @@ mod tests {
             b"{\"error\":{}}",
             b"\x00\x00\x04\x08\x00\x00\x00\x00\x00",
         ] {
-            assert!(replacement(other).is_none(), "{}", String::from_utf8_lossy(other));
+            assert!(replacement(other, None).is_none(), "{}", String::from_utf8_lossy(other));
         }
     }
 }
