@@ -18,13 +18,18 @@ use crate::transport::http::HttpSettings;
 use crate::transport::operation::Operation;
 use crate::transport::{jsonrpc, rest, v03};
 
+/// `--max-parts` as the fuzzed decoders apply it: small, so that inputs of a fuzzer's size
+/// reach both sides of it (the counting is the same whatever the limit).
+const FUZZED_MAX_PARTS: usize = 8;
+
 /// A JSON-RPC request body as the binding decodes it: the id, and the operation (v1.0, or
 /// v0.3 when the method is a v0.3 one) or why it cannot be run. `Err` when the envelope is so
 /// broken that no id can be trusted. The id is its JSON text, as the answer echoes it.
 pub fn jsonrpc_request(body: &[u8]) -> Result<(String, Result<Operation, A2aError>), A2aError> {
-    let (id, call) = jsonrpc::envelope(body)?;
+    let (id, call) = jsonrpc::envelope(body, FUZZED_MAX_PARTS)?;
     let id = id.as_json().to_owned();
     let operation = call.and_then(|(method, params)| {
+        let params = params?;
         if v03::jsonrpc::is_v03_call(&method, None) {
             v03::jsonrpc::operation(&method, &params)
         } else {
@@ -45,7 +50,7 @@ pub fn rest_request(
 ) -> Result<Operation, A2aError> {
     let (route, tenant) = rest::resolve(method, path)
         .map_err(|miss| A2aError::MethodNotFound(format!("{miss:?}: {method} {path}")))?;
-    let mut operation = rest::operation(route, headers, query, body)?;
+    let mut operation = rest::operation(route, headers, query, body, FUZZED_MAX_PARTS)?;
     if let Some(tenant) = tenant {
         operation.set_tenant(tenant);
     }

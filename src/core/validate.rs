@@ -46,10 +46,16 @@ impl Violations {
     }
 }
 
-/// `--max-parts`: checked before anything else looks at the parts, so a message of a hundred
-/// thousand parts costs no more than its decoding.
+/// `--max-parts`: checked before anything else looks at the parts. The bindings count the parts
+/// of a request before decoding it, with [`admit_parts`], so that refusing a message of a
+/// hundred thousand parts costs no more than reading its bytes; this is the same check on the
+/// decoded request, for every path.
 pub(crate) fn parts(request: &SendMessageRequest, max_parts: usize) -> Result<(), A2aError> {
-    let count = request.message.as_ref().map_or(0, |m| m.parts.len());
+    admit_parts(request.message.as_ref().map_or(0, |m| m.parts.len()), max_parts)
+}
+
+/// `--max-parts` for a message of `count` parts (`max_parts` 0: no limit).
+pub fn admit_parts(count: usize, max_parts: usize) -> Result<(), A2aError> {
     if max_parts != 0 && count > max_parts {
         return Err(A2aError::limit(
             LimitKind::TooLarge,

@@ -22,6 +22,7 @@ use crate::push::PushStats;
 use crate::transport::card::{self, CardService};
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
+use crate::transport::v03::admission::PartsAdmission;
 use crate::transport::v03::grpc::V03Grpc;
 use crate::transport::{jsonrpc, request_size, rest, v03};
 
@@ -92,7 +93,8 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     if v03 {
         // v0.3 clients: `a2a.v1.A2AService`, a different package, so different method paths.
         let card = crate::transport::v03::card::v03_card_of(&options.card);
-        routes = routes.add_service(V03Grpc::server(core.clone(), card).max_decoding_message_size(limit));
+        let v03_grpc = V03Grpc::server(core.clone(), card).max_decoding_message_size(limit);
+        routes = routes.add_service(PartsAdmission::new(v03_grpc, core.settings().max_parts, limit));
         health.set_service_status(crate::proto_v03::SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
     }
     let grpc = routes

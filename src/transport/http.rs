@@ -138,10 +138,11 @@ pub fn error_text_response(error: &A2aError, body: String, a2a_json: bool) -> Re
     response
 }
 
-/// Parses a JSON body as I-JSON (duplicate names refused), mapping failure to a JSON parse
-/// error.
-pub fn parse_json(body: &[u8]) -> Result<Value, A2aError> {
-    super::strict_json::parse(body)
+/// Parses a request body as I-JSON (duplicate names refused), mapping failure to a JSON parse
+/// error; a `message` of more than `max_parts` parts is the core's `--max-parts` error, found
+/// without building the parts.
+pub fn parse_json(body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
+    super::strict_json::parse_request(body, max_parts)
 }
 
 #[cfg(test)]
@@ -154,7 +155,7 @@ mod tests {
     #[test]
     fn json_numbers_parse_to_the_exact_double() {
         let exact = f64::from_bits(0x6ff8_0000_0000_0000);
-        let value = parse_json(br#"{"n": 2.3287771384510634e231}"#).expect("valid JSON");
+        let value = parse_json(br#"{"n": 2.3287771384510634e231}"#, 0).expect("valid JSON");
         assert_eq!(value["n"].as_f64().map(f64::to_bits), Some(exact.to_bits()));
     }
 }

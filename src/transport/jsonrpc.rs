@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::strict_json::{self, UniqueKeys};
+use super::strict_json::{self, PartsCount, UniqueKeys};
 use super::{request_size, sse, v03};
 use crate::call::Authentication;
 use crate::error::A2aError;
@@ -34,7 +34,7 @@ pub async fn handle(
         Ok(body) => body,
         Err(error) => return error_response(&RequestId::NULL, &error),
     };
-    let (id, request) = match envelope(&body) {
+    let (id, request) = match envelope(&body, state.core.settings().max_parts) {
         Ok(decoded) => decoded,
         Err(error) => return error_response(&RequestId::NULL, &error),
     };
@@ -45,9 +45,9 @@ pub async fn handle(
     let auth = auth.as_ref().map(|a| &a.0);
     let call = http::call_context(&headers, uri.query()).authenticated(auth);
     if state.settings.v03 && v03::jsonrpc::is_v03_call(&method, call.version.as_deref()) {
-        return v03::jsonrpc::handle(&state, &headers, auth, id, &method, &params).await;
+        return v03::jsonrpc::handle(&state, &headers, auth, id, &method, params).await;
     }
-    let operation = match operation(&method, &params) {
+    let operation = match params.and_then(|params| operation(&method, &params)) {
         Ok(operation) => operation,
         Err(error) => return error_response(&id, &error),
     };
@@ -115,8 +115,9 @@ fn error_response(id: &RequestId, error: &A2aError) -> Response {
     http::json_text_response(StatusCode::OK, answer(id, "error", &error.to_jsonrpc_error()), false)
 }
 
-/// The method name and params of a request.
-pub(crate) type MethodCall = (String, Value);
+/// The method name and params of a request; the params are `Err` when their message has more
+/// parts than `--max-parts` (counted, never built), which the method's binding renders.
+pub(crate) type MethodCall = (String, Result<Value, A2aError>);
 
 fn invalid(why: &str) -> A2aError {
     A2aError::InvalidRequest(format!("invalid JSON-RPC request: {why}"))
@@ -125,18 +126,22 @@ fn invalid(why: &str) -> A2aError {
 /// Splits a request into its id and its method and params. A body that is not I-JSON (a
 /// duplicate name anywhere) or an envelope so broken that no id can be trusted fails as a
 /// whole (answered with id `null`); a bad method or params fail with the id.
-pub(crate) fn envelope(body: &[u8]) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
+pub(crate) fn envelope(
+    body: &[u8],
+    max_parts: usize,
+) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         Some(b'[') => return strict_json::parse(body).and(Err(invalid("batch requests are not supported"))),
         _ => return strict_json::parse(body).and(Err(invalid("the request must be a JSON object"))),
     }
+    let parts = PartsCount::new(max_parts);
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let members = deserializer.deserialize_map(Members::default()).and_then(|members| {
+    let members = deserializer.deserialize_map(Members::new(&parts)).and_then(|members| {
         deserializer.end()?;
         Ok(members)
     });
-    let Members { id, jsonrpc, method, params } = members.map_err(strict_json::parse_error)?;
+    let Members { id, jsonrpc, method, params, .. } = members.map_err(strict_json::parse_error)?;
     let id =
         RequestId::of(id.ok_or_else(|| invalid("an id is required (notifications are not supported)"))?)?;
     if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
@@ -150,37 +155,45 @@ pub(crate) fn envelope(body: &[u8]) -> Result<(RequestId, Result<MethodCall, A2a
         Some(params @ Value::Object(_)) => params,
         Some(_) => return Ok((id, Err(A2aError::invalid_field("params", "must be an object")))),
     };
-    Ok((id, Ok((method, params))))
+    Ok((id, Ok((method, parts.admit().map(|()| params)))))
 }
 
 /// The members of a request object, read in one pass: the id as raw text, every other value
-/// through [`UniqueKeys`], and no name twice.
-#[derive(Default)]
-struct Members {
+/// through [`UniqueKeys`] (`params` as a request, its parts counted), and no name twice.
+struct Members<'a> {
+    parts: &'a PartsCount,
     id: Option<Box<RawValue>>,
     jsonrpc: Option<Value>,
     method: Option<Value>,
     params: Option<Value>,
 }
 
-impl<'de> Visitor<'de> for Members {
-    type Value = Members;
+impl<'a> Members<'a> {
+    fn new(parts: &'a PartsCount) -> Self {
+        Self { parts, id: None, jsonrpc: None, method: None, params: None }
+    }
+}
+
+impl<'de, 'a> Visitor<'de> for Members<'a> {
+    type Value = Members<'a>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON-RPC request object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-        let mut members = Members::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'a>, A::Error> {
+        let mut members = Members::new(self.parts);
         let mut others = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             let taken = match key.as_str() {
                 "id" => members.id.replace(map.next_value()?).is_some(),
-                "jsonrpc" => members.jsonrpc.replace(map.next_value_seed(UniqueKeys)?).is_some(),
-                "method" => members.method.replace(map.next_value_seed(UniqueKeys)?).is_some(),
-                "params" => members.params.replace(map.next_value_seed(UniqueKeys)?).is_some(),
+                "jsonrpc" => members.jsonrpc.replace(map.next_value_seed(UniqueKeys::default())?).is_some(),
+                "method" => members.method.replace(map.next_value_seed(UniqueKeys::default())?).is_some(),
+                "params" => {
+                    members.params.replace(map.next_value_seed(UniqueKeys::request(self.parts))?).is_some()
+                }
                 _ => {
-                    map.next_value_seed(UniqueKeys)?;
+                    map.next_value_seed(UniqueKeys::default())?;
                     !others.insert(key.clone())
                 }
             };

@@ -132,7 +132,8 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         Ok(body) => body,
         Err(error) => return error_response(&error, a2a_json),
     };
-    let operation = match operation(route, &parts.headers, parts.uri.query(), &body) {
+    let max_parts = state.core.settings().max_parts;
+    let operation = match operation(route, &parts.headers, parts.uri.query(), &body, max_parts) {
         Ok(mut operation) => {
             if let Some(tenant) = tenant {
                 operation.set_tenant(tenant);
@@ -161,15 +162,16 @@ fn error_response(error: &A2aError, a2a_json: bool) -> Response {
     http::error_response(error, &error.to_http_body(), a2a_json)
 }
 
-/// The request body as JSON (`{}` when empty), refusing bodies that are not declared JSON.
-fn body_json(headers: &HeaderMap, body: &[u8]) -> Result<Value, A2aError> {
+/// The request body as JSON (`{}` when empty), refusing bodies that are not declared JSON and
+/// messages of more than `max_parts` parts.
+fn body_json(headers: &HeaderMap, body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));
     }
     if !http::is_json(headers) {
         return Err(http::not_json(headers));
     }
-    http::parse_json(body)
+    http::parse_json(body, max_parts)
 }
 
 pub(crate) fn operation(
@@ -177,8 +179,10 @@ pub(crate) fn operation(
     headers: &HeaderMap,
     query: Option<&str>,
     body: &[u8],
+    max_parts: usize,
 ) -> Result<Operation, A2aError> {
     let query = query.unwrap_or_default();
+    let body_json = |headers, body| body_json(headers, body, max_parts);
     Ok(match route {
         Route::SendMessage => Operation::SendMessage(decode(&body_json(headers, body)?)?),
         Route::SendStreamingMessage => Operation::SendStreamingMessage(decode(&body_json(headers, body)?)?),

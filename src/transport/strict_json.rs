@@ -6,23 +6,63 @@
 //! [`UniqueKeys`] builds the same [`Value`] as `serde_json::from_slice` in the same single pass:
 //! each member goes in through `Map::entry`, which finds a duplicate with the lookup that an
 //! insert makes anyway.
+//!
+//! A request's `message.parts` is counted in the same pass: past `--max-parts` the remaining
+//! parts are skipped, not built, so refusing a message of a hundred thousand parts costs its
+//! bytes and nothing more (a built part costs a few hundred bytes of `Value` each, several times
+//! what it took on the wire).
+use std::cell::Cell;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 use crate::error::A2aError;
 
-/// Parses a request body; bad JSON and duplicate names are both a JSON parse error (JSON-RPC
+/// Parses a JSON body; bad JSON and duplicate names are both a JSON parse error (JSON-RPC
 /// -32700, HTTP 400), naming the line and column.
 pub fn parse(body: &[u8]) -> Result<Value, A2aError> {
+    parse_request(body, 0)
+}
+
+/// [`parse`] for a request (an HTTP+JSON body, or JSON-RPC params) whose `message.parts` may
+/// hold at most `max_parts` parts (0: any number); more is the core's `--max-parts` error.
+pub fn parse_request(body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
+    let parts = PartsCount::new(max_parts);
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let value = UniqueKeys.deserialize(&mut deserializer).and_then(|value| {
+    let value = UniqueKeys::request(&parts).deserialize(&mut deserializer).and_then(|value| {
         deserializer.end()?;
         Ok(value)
     });
-    value.map_err(parse_error)
+    let value = value.map_err(parse_error)?;
+    parts.admit()?;
+    Ok(value)
+}
+
+/// The path of the counted array, from the request's root.
+const PARTS_PATH: [&str; 2] = ["message", "parts"];
+
+/// The parts counted in one request, against the limit.
+pub struct PartsCount {
+    max_parts: usize,
+    /// Parts beyond the limit (only the first `max_parts` are built).
+    over: Cell<usize>,
+}
+
+impl PartsCount {
+    /// Counts against `max_parts` (0: any number).
+    pub fn new(max_parts: usize) -> Self {
+        Self { max_parts, over: Cell::new(0) }
+    }
+
+    /// The core's `--max-parts` error if the request had too many parts.
+    pub fn admit(&self) -> Result<(), A2aError> {
+        match self.over.get() {
+            0 => Ok(()),
+            over => crate::core::validate::admit_parts(self.max_parts + over, self.max_parts),
+        }
+    }
 }
 
 /// The error for a body that is not I-JSON.
@@ -30,11 +70,36 @@ pub fn parse_error(error: serde_json::Error) -> A2aError {
     A2aError::JsonParse(format!("invalid JSON: {error}"))
 }
 
-/// Deserializes any JSON value into a [`Value`], refusing objects with duplicate names.
-#[derive(Clone, Copy)]
-pub struct UniqueKeys;
+/// Deserializes any JSON value into a [`Value`], refusing objects with duplicate names; when
+/// given a [`PartsCount`], the value is a request whose `message.parts` it counts.
+#[derive(Clone, Copy, Default)]
+pub struct UniqueKeys<'a> {
+    parts: Option<(&'a PartsCount, usize)>,
+}
 
-impl<'de> DeserializeSeed<'de> for UniqueKeys {
+impl<'a> UniqueKeys<'a> {
+    /// For a request's root, counting its parts into `parts`.
+    pub fn request(parts: &'a PartsCount) -> Self {
+        Self { parts: (parts.max_parts != 0).then_some((parts, 0)) }
+    }
+
+    /// For the value of member `key` of this object.
+    fn member(self, key: &str) -> Self {
+        match self.parts {
+            Some((parts, depth)) if PARTS_PATH.get(depth) == Some(&key) => {
+                Self { parts: Some((parts, depth + 1)) }
+            }
+            _ => Self::default(),
+        }
+    }
+
+    /// The count this value is the parts array for, if it is.
+    fn counted_parts(self) -> Option<&'a PartsCount> {
+        self.parts.and_then(|(parts, depth)| (depth == PARTS_PATH.len()).then_some(parts))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for UniqueKeys<'_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -42,7 +107,7 @@ impl<'de> DeserializeSeed<'de> for UniqueKeys {
     }
 }
 
-impl<'de> Visitor<'de> for UniqueKeys {
+impl<'de> Visitor<'de> for UniqueKeys<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -88,8 +153,20 @@ impl<'de> Visitor<'de> for UniqueKeys {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(self)? {
-            items.push(item);
+        let counted = self.counted_parts();
+        let limit = counted.map_or(usize::MAX, |parts| parts.max_parts);
+        while items.len() < limit {
+            match seq.next_element_seed(Self::default())? {
+                Some(value) => items.push(value),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+        if let Some(parts) = counted {
+            let mut over = 0usize;
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                over += 1;
+            }
+            parts.over.set(over);
         }
         Ok(Value::Array(items))
     }
@@ -99,7 +176,8 @@ impl<'de> Visitor<'de> for UniqueKeys {
         while let Some(key) = map.next_key::<String>()? {
             match object.entry(key) {
                 Entry::Vacant(slot) => {
-                    slot.insert(map.next_value_seed(self)?);
+                    let value = map.next_value_seed(self.member(slot.key()))?;
+                    slot.insert(value);
                 }
                 Entry::Occupied(taken) => return Err(duplicate(taken.key())),
             }

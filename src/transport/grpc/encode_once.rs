@@ -30,6 +30,7 @@ use crate::core::{Core, EventStream, SendOutcome};
 use crate::error::A2aError;
 use crate::proto::{GetTaskRequest, SendMessageRequest, SubscribeToTaskRequest, Task};
 use crate::telemetry::RequestIds;
+use crate::transport::grpc::request_parts;
 
 /// One RPC of this path: its method name (for telemetry) and its call to the core. The
 /// generated trait's bodies for these RPCs forward here too, so this is the one definition.
@@ -96,36 +97,46 @@ where
     let path = request.uri().path();
     let method = path.strip_prefix('/').and_then(|p| p.strip_prefix(crate::proto::SERVICE_NAME));
     let binding = binding.clone();
-    let limit = binding.max_request_bytes;
+    let limits =
+        Limits { max_request_bytes: binding.max_request_bytes, max_parts: binding.core.settings().max_parts };
     match method.and_then(|m| m.strip_prefix('/')) {
-        Some("SendMessage") => unary(Served { binding, rpc: &SEND_MESSAGE }, limit, request),
-        Some("GetTask") => unary(Served { binding, rpc: &GET_TASK }, limit, request),
+        Some("SendMessage") => unary(Served { binding, rpc: &SEND_MESSAGE }, limits, request),
+        Some("GetTask") => unary(Served { binding, rpc: &GET_TASK }, limits, request),
         Some("SendStreamingMessage") => {
-            streaming(Served { binding, rpc: &SEND_STREAMING_MESSAGE }, limit, request)
+            streaming(Served { binding, rpc: &SEND_STREAMING_MESSAGE }, limits, request)
         }
-        Some("SubscribeToTask") => streaming(Served { binding, rpc: &SUBSCRIBE_TO_TASK }, limit, request),
+        Some("SubscribeToTask") => streaming(Served { binding, rpc: &SUBSCRIBE_TO_TASK }, limits, request),
         _ => otherwise(request),
     }
 }
 
-fn unary<Req, Resp, B>(service: Served<Req, Resp>, limit: usize, request: http::Request<B>) -> Answer
+/// What a request message may hold, checked on its bytes before it is decoded.
+#[derive(Clone, Copy)]
+struct Limits {
+    max_request_bytes: usize,
+    max_parts: usize,
+}
+
+fn unary<Req, Resp, B>(service: Served<Req, Resp>, limits: Limits, request: http::Request<B>) -> Answer
 where
-    Req: prost::Message + Default + RequestIds + Send + 'static,
+    Req: prost::Message + Default + Admission + RequestIds + Send + 'static,
     Resp: WireEncode,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
-    let mut grpc = Grpc::new(SharedCodec::<Req, Resp>::default()).max_decoding_message_size(limit);
+    let mut grpc = Grpc::new(SharedCodec::<Req, Resp>::new(limits.max_parts))
+        .max_decoding_message_size(limits.max_request_bytes);
     Box::pin(async move { Ok(grpc.unary(service, request).await) })
 }
 
-fn streaming<Req, B>(service: Served<Req, Events>, limit: usize, request: http::Request<B>) -> Answer
+fn streaming<Req, B>(service: Served<Req, Events>, limits: Limits, request: http::Request<B>) -> Answer
 where
-    Req: prost::Message + Default + RequestIds + Send + 'static,
+    Req: prost::Message + Default + Admission + RequestIds + Send + 'static,
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
-    let mut grpc = Grpc::new(SharedCodec::<Req, Bytes>::default()).max_decoding_message_size(limit);
+    let mut grpc = Grpc::new(SharedCodec::<Req, Bytes>::new(limits.max_parts))
+        .max_decoding_message_size(limits.max_request_bytes);
     Box::pin(async move { Ok(grpc.server_streaming(service, request).await) })
 }
 
@@ -192,16 +203,22 @@ impl WireEncode for SendOutcome {
     }
 }
 
-/// Decodes requests with prost; encodes responses that encode themselves.
-struct SharedCodec<Req, Resp>(PhantomData<(Req, Resp)>);
+/// Decodes requests with prost once their bytes are admitted (`max_parts`); encodes responses
+/// that encode themselves.
+struct SharedCodec<Req, Resp> {
+    max_parts: usize,
+    _types: PhantomData<(Req, Resp)>,
+}
 
-impl<Req, Resp> Default for SharedCodec<Req, Resp> {
-    fn default() -> Self {
-        Self(PhantomData)
+impl<Req, Resp> SharedCodec<Req, Resp> {
+    fn new(max_parts: usize) -> Self {
+        Self { max_parts, _types: PhantomData }
     }
 }
 
-impl<Req: prost::Message + Default + Send + 'static, Resp: WireEncode> Codec for SharedCodec<Req, Resp> {
+impl<Req: prost::Message + Default + Admission + Send + 'static, Resp: WireEncode> Codec
+    for SharedCodec<Req, Resp>
+{
     type Encode = Resp;
     type Decode = Req;
     type Encoder = SharedEncoder<Resp>;
@@ -212,7 +229,7 @@ impl<Req: prost::Message + Default + Send + 'static, Resp: WireEncode> Codec for
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        RequestDecoder(PhantomData)
+        RequestDecoder { max_parts: self.max_parts, _request: PhantomData }
     }
 }
 
@@ -238,18 +255,43 @@ impl<Resp: WireEncode> Encoder for SharedEncoder<Resp> {
 /// Initial size of a response's encode buffer.
 const ENCODE_BUFFER: usize = 1024;
 
-struct RequestDecoder<Req>(PhantomData<Req>);
+struct RequestDecoder<Req> {
+    max_parts: usize,
+    _request: PhantomData<Req>,
+}
 
-impl<Req: prost::Message + Default> Decoder for RequestDecoder<Req> {
+impl<Req: prost::Message + Default + Admission> Decoder for RequestDecoder<Req> {
     type Item = Req;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Req>, Status> {
-        let request = Req::decode(src.copy_to_bytes(src.remaining()))
-            .map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))?;
+        let bytes = src.copy_to_bytes(src.remaining());
+        Req::admit(&bytes, self.max_parts)?;
+        let request =
+            Req::decode(bytes).map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))?;
         Ok(Some(request))
     }
 }
+
+/// What a request's bytes must pass before they are decoded.
+trait Admission {
+    fn admit(_bytes: &[u8], _max_parts: usize) -> Result<(), A2aError> {
+        Ok(())
+    }
+}
+
+/// At most `--max-parts` parts in the message (field 2).
+impl Admission for SendMessageRequest {
+    fn admit(bytes: &[u8], max_parts: usize) -> Result<(), A2aError> {
+        match request_parts::count(bytes, 2) {
+            Some(parts) => crate::core::validate::admit_parts(parts, max_parts),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Admission for GetTaskRequest {}
+impl Admission for SubscribeToTaskRequest {}
 
 #[cfg(test)]
 mod tests {

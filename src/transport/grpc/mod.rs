@@ -8,6 +8,7 @@
 //! [`A2aGrpc`] routes a request by its path to one or the other.
 mod encode_once;
 mod generated;
+pub(crate) mod request_parts;
 
 use std::convert::Infallible;
 use std::future::Future;

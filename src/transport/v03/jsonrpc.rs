@@ -66,9 +66,9 @@ pub async fn handle(
     auth: Option<&Authentication>,
     id: RequestId,
     method: &str,
-    params: &Value,
+    params: Result<Value, A2aError>,
 ) -> Response {
-    let operation = match operation(method, params) {
+    let operation = match params.and_then(|params| operation(method, &params)) {
         Ok(operation) => operation,
         Err(error) => return error_response(&id, &error),
     };

@@ -12,6 +12,7 @@
 //!
 //! `--v03 off` turns all of it off (v0.3 method names are then unknown methods, `/v1/` routes and
 //! `a2a.v1.A2AService` are not there, and the card is the plain v1.0 one).
+pub mod admission;
 pub mod card;
 pub mod convert;
 pub mod grpc;

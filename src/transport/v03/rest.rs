@@ -75,8 +75,8 @@ fn call(operation: Operation, answer: Answer) -> Route {
     Route::Call(Box::new(operation), answer)
 }
 
-fn body_json(body: &Bytes) -> Result<Value, A2aError> {
-    if body.is_empty() { Ok(json!({})) } else { http::parse_json(body) }
+fn body_json(body: &Bytes, max_parts: usize) -> Result<Value, A2aError> {
+    if body.is_empty() { Ok(json!({})) } else { http::parse_json(body, max_parts) }
 }
 
 fn history_length(query: &str) -> Result<Option<i32>, A2aError> {
@@ -106,6 +106,8 @@ fn route(
 ) -> Result<Route, A2aError> {
     let not_found = || A2aError::MethodNotFound(format!("no v0.3 route {method} {path}"));
     let rest = path.strip_prefix("/v1/").ok_or_else(not_found)?;
+    let max_parts = state.core.settings().max_parts;
+    let body_json = |body| body_json(body, max_parts);
     let segments: Vec<&str> = rest.split('/').collect();
     Ok(match (method, segments.as_slice()) {
         (&Method::GET, ["card"]) => Route::Card(super::card::v03_card(state)),
