@@ -242,14 +242,16 @@ impl Secret {
                 ("EdDSA", json!({"kty": "OKP", "crv": "Ed25519", "x": B64.encode(key.public_key().as_ref())}))
             }
             Secret::Ecdsa(key) => {
-                let (alg, crv, size) = if std::ptr::eq(key.algorithm(), &ECDSA_P256_SHA256_FIXED_SIGNING) {
-                    ("ES256", "P-256", 32)
-                } else {
-                    ("ES384", "P-384", 48)
-                };
-                // The uncompressed point: 0x04 ‖ x ‖ y.
+                // The uncompressed point, 0x04 ‖ x ‖ y, whose size names the curve. (Comparing
+                // `key.algorithm()` with the algorithm statics by address is not reliable: the
+                // compiler may give one constant several addresses.)
                 let point = key.public_key().as_ref();
-                if point.len() != 1 + 2 * size || point[0] != 4 {
+                let (alg, crv, size) = match point.len() {
+                    65 => ("ES256", "P-256", 32),
+                    97 => ("ES384", "P-384", 48),
+                    _ => return Err("unexpected EC public key encoding".into()),
+                };
+                if point[0] != 4 {
                     return Err("unexpected EC public key encoding".into());
                 }
                 let (x, y) = point[1..].split_at(size);
