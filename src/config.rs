@@ -337,6 +337,13 @@ pub struct Config {
     #[arg(long, env = "A2A_MAX_PARTS", default_value_t = 1_000)]
     pub max_parts: usize,
 
+    /// JSON values the structured data of one request may hold (data parts and metadata,
+    /// every value at every depth): more is refused (PAYLOAD_TOO_LARGE), by the JSON bindings
+    /// while parsing, before each value costs the ~1 KB that decoding ProtoJSON takes. 0: no
+    /// limit.
+    #[arg(long, env = "A2A_MAX_STRUCT_VALUES", default_value_t = 20_000)]
+    pub max_struct_values: usize,
+
     /// Bytes one task may hold in history and artifacts (encoded size, plus what each message,
     /// artifact and part costs in memory): a message past it is refused, an agent's output
     /// past it fails the task. 0: no limit.
@@ -689,6 +696,7 @@ impl Config {
             push_notifications: self.push,
             push,
             max_parts: self.max_parts,
+            max_struct_values: self.max_struct_values,
             max_task_bytes: self.max_task_bytes,
             max_history: self.max_history,
             max_live_tasks: self.max_live_tasks,

@@ -18,15 +18,17 @@ use crate::transport::http::HttpSettings;
 use crate::transport::operation::Operation;
 use crate::transport::{jsonrpc, rest, v03};
 
-/// `--max-parts` as the fuzzed decoders apply it: small, so that inputs of a fuzzer's size
-/// reach both sides of it (the counting is the same whatever the limit).
-const FUZZED_MAX_PARTS: usize = 8;
+/// The request limits as the fuzzed decoders apply them: small, so that inputs of a fuzzer's
+/// size reach both sides of each (the counting is the same whatever the limit).
+fn fuzzed_limits() -> CoreSettings {
+    CoreSettings { max_parts: 8, max_struct_values: 64, ..CoreSettings::default() }
+}
 
 /// A JSON-RPC request body as the binding decodes it: the id, and the operation (v1.0, or
 /// v0.3 when the method is a v0.3 one) or why it cannot be run. `Err` when the envelope is so
 /// broken that no id can be trusted. The id is its JSON text, as the answer echoes it.
 pub fn jsonrpc_request(body: &[u8]) -> Result<(String, Result<Operation, A2aError>), A2aError> {
-    let (id, call) = jsonrpc::envelope(body, FUZZED_MAX_PARTS)?;
+    let (id, call) = jsonrpc::envelope(body, &fuzzed_limits())?;
     let id = id.as_json().to_owned();
     let operation = call.and_then(|(method, params)| {
         let params = params?;
@@ -50,7 +52,7 @@ pub fn rest_request(
 ) -> Result<Operation, A2aError> {
     let (route, tenant) = rest::resolve(method, path)
         .map_err(|miss| A2aError::MethodNotFound(format!("{miss:?}: {method} {path}")))?;
-    let mut operation = rest::operation(route, headers, query, body, FUZZED_MAX_PARTS)?;
+    let mut operation = rest::operation(route, headers, query, body, &fuzzed_limits())?;
     if let Some(tenant) = tenant {
         operation.set_tenant(tenant);
     }

@@ -211,14 +211,8 @@ async fn public_endpoints_need_no_credential_and_the_card_declares_the_schemes()
         let response = http.get(format!("{}{path}", world.server.url())).send().await.expect("GET");
         assert_eq!(response.status(), 200, "{path}");
     }
-    let card: Value = http
-        .get(format!("{}/.well-known/agent-card.json", world.server.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card: Value =
+        json_answer(http.get(format!("{}/.well-known/agent-card.json", world.server.url()))).await;
     assert_eq!(
         card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"],
         json!({

@@ -3,6 +3,7 @@ mod common;
 
 use a2a_server::proto::GetTaskRequest;
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
+use common::json_answer;
 use common::process::{ServerProcess, run_to_exit};
 
 /// Starts the binary and returns the addresses it prints (`listening on ADDR`, and
@@ -99,15 +100,8 @@ async fn a_public_url_path_is_served_with_and_without_the_prefix() {
     assert_eq!(card["supportedInterfaces"][2]["url"], "https://agents.example.com/a2a");
     let rpc = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
     for path in ["/", "/a2a", "/a2a/"] {
-        let body: serde_json::Value = http
-            .post(format!("http://{address}{path}"))
-            .json(&rpc)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body: serde_json::Value =
+            json_answer(http.post(format!("http://{address}{path}")).json(&rpc)).await;
         assert_eq!(body["result"]["totalSize"], 0, "JSON-RPC at {path}");
     }
     for path in ["/tasks", "/a2a/tasks", "/a2a/acme/tasks", "/acme/tasks"] {

@@ -268,16 +268,7 @@ async fn a2a_errors_and_service_parameters() {
     let body: Value = versioned("1.0").send().await.unwrap().json().await.unwrap();
     assert_rpc_error(&body, -32001, "TASK_NOT_FOUND");
     let query = format!("{}?A2A-Version=99.0", api.url);
-    let body: Value = api
-        .client
-        .post(query)
-        .json(&rpc(7, "GetTask", json!({"id": "x"})))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: Value = json_answer(api.client.post(query).json(&rpc(7, "GetTask", json!({"id": "x"})))).await;
     assert_rpc_error(&body, -32009, "VERSION_NOT_SUPPORTED");
 }
 

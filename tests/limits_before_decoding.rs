@@ -1,13 +1,16 @@
 //! `--max-parts` is checked on a request's bytes, before the message is decoded, on every binding
 //! and both protocol versions: refusing a message of half a million parts must cost its bytes,
 //! not the hundreds of bytes per part that decoding builds (issue 12's amplification request).
-//!
 //! The proof is a message whose last part cannot be decoded (a number for a text in JSON, bytes
 //! that are not UTF-8 in protobuf): one part over the limit, it is refused for its parts, so that
 //! part was never decoded; within the limit, the same part is refused as undecodable.
+//!
+//! `--max-struct-values` bounds the values in data parts and metadata, counted alike by the JSON
+//! parser (before decoding) and by the core (on every binding).
 mod common;
 
 use a2a_server::core::CoreSettings;
+use a2a_server::proto::SendMessageRequest;
 use a2a_server::proto_v03 as v03;
 use common::*;
 use prost::Message as _;
@@ -165,4 +168,50 @@ async fn only_the_messages_own_parts_are_counted() {
         .await
         .expect("JSON");
     assert!(answer.get("result").is_some(), "{answer}");
+}
+
+/// SendMessage params with exactly ten structured values (one more with `extra`): request
+/// metadata `{}` (1), message metadata `{"a":1,"b":[1,2]}` (5), data `{"x":null}` (2), part
+/// metadata `{"y":"s"}` (2).
+fn ten_values(extra: bool) -> Value {
+    let list = if extra { json!([1, 2, 3]) } else { json!([1, 2]) };
+    let message = json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "ROLE_USER",
+        "metadata": {"a": 1, "b": list},
+        "parts": [{"data": {"x": null}, "metadata": {"y": "s"}}],
+    });
+    json!({"message": message, "metadata": {}})
+}
+
+#[tokio::test]
+async fn structured_values_are_counted_alike_on_every_binding() {
+    let settings = CoreSettings { max_struct_values: 10, ..CoreSettings::default() };
+    let server = TestServer::builder().settings(settings).start().await;
+    let http = reqwest::Client::new();
+    for extra in [false, true] {
+        let answer: Value =
+            json_answer(http.post(server.url()).json(&rpc(1, "SendMessage", ten_values(extra)))).await;
+        let rest = http
+            .post(format!("{}/message:send", server.url()))
+            .json(&ten_values(extra))
+            .send()
+            .await
+            .unwrap();
+        let request: SendMessageRequest =
+            a2a_server::protojson::decode(&ten_values(extra)).expect("ProtoJSON");
+        let grpc = server.client().await.send_message(request).await;
+        if extra {
+            assert_rpc_error(&answer, -31413, "PAYLOAD_TOO_LARGE");
+            assert_eq!(answer["error"]["data"][0]["metadata"]["limit"], "max-struct-values", "{answer}");
+            assert_eq!(rest.status().as_u16(), 413);
+            let status = grpc.expect_err("refused");
+            assert_a2a_error(&status, tonic::Code::ResourceExhausted, "PAYLOAD_TOO_LARGE");
+            assert!(status.message().contains("more than 10 values (at least 11)"), "{status:?}");
+        } else {
+            assert!(answer.get("result").is_some(), "{answer}");
+            assert_eq!(rest.status().as_u16(), 200);
+            grpc.expect("served");
+        }
+    }
 }

@@ -70,18 +70,11 @@ async fn subscribe_cost(
 #[tokio::test]
 async fn resuming_after_ten_missed_updates_costs_a_fraction_of_a_snapshot() {
     let server = TestServer::builder().agent(BigThenSmall).start().await;
-    let reply: serde_json::Value = reqwest::Client::new()
-        .post(format!("{}/message:send", server.url()))
-        .header("A2A-Version", "1.1")
-        .json(
-            &serde_json::json!({"message": json_message("go"), "configuration": {"returnImmediately": true}}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body =
+        serde_json::json!({"message": json_message("go"), "configuration": {"returnImmediately": true}});
+    let request =
+        reqwest::Client::new().post(format!("{}/message:send", server.url())).header("A2A-Version", "1.1");
+    let reply = json_answer(request.json(&body)).await;
     let id = reply["task"]["id"].as_str().expect("a task").to_owned();
     // A subscriber that reads the Task and leaves: from then on the task's log keeps its
     // events (within its bounds) for resuming.

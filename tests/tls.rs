@@ -335,14 +335,8 @@ async fn an_optional_client_certificate_names_the_principal_and_principals_stay_
 
     // The card declares mutual TLS beside the API key.
     let http = certs::reqwest_client(&secure.ca, None).build().unwrap();
-    let card: Value = http
-        .get(format!("{}/.well-known/agent-card.json", secure.server.https_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card: Value =
+        json_answer(http.get(format!("{}/.well-known/agent-card.json", secure.server.https_url()))).await;
     assert!(card["securitySchemes"]["mtls"]["mtlsSecurityScheme"].is_object(), "{card}");
     let required: Vec<&Value> = card["securityRequirements"].as_array().unwrap().iter().collect();
     assert!(required.iter().any(|r| r["schemes"].get("mtls").is_some()), "{required:?}");

@@ -76,6 +76,9 @@ pub struct CoreSettings {
     pub require_authentication: bool,
     /// `--max-parts`: parts in one message a client sends.
     pub max_parts: usize,
+    /// `--max-struct-values`: JSON values in the structured data of one request (data parts and
+    /// metadata), each of which costs hundreds of bytes while a JSON request is decoded.
+    pub max_struct_values: usize,
     /// `--max-task-bytes`: what one task's history and artifacts may hold (`task::budget`).
     pub max_task_bytes: usize,
     /// `--max-history`: messages in one task's history.
@@ -111,6 +114,7 @@ impl Default for CoreSettings {
             push: PushSettings::default(),
             require_authentication: false,
             max_parts: 1_000,
+            max_struct_values: 20_000,
             max_task_bytes: 8 * 1024 * 1024,
             max_history: 1_000,
             max_live_tasks: 10_000,

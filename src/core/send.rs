@@ -123,6 +123,7 @@ async fn begin(
     stream: bool,
 ) -> Result<(Started, Option<SubscriptionSlot>), A2aError> {
     validate::parts(&request, core.settings.max_parts)?;
+    validate::struct_values(&request, core.settings.max_struct_values)?;
     validate::send_message(&request)?;
     let SendMessageRequest { tenant, message, configuration, metadata } = request;
     let configuration = configuration.unwrap_or_default();

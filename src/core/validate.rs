@@ -54,6 +54,55 @@ pub(crate) fn parts(request: &SendMessageRequest, max_parts: usize) -> Result<()
     admit_parts(request.message.as_ref().map_or(0, |m| m.parts.len()), max_parts)
 }
 
+/// `--max-struct-values`: the values in a SendMessage request's structured data (its data
+/// parts and metadata), counted as [`struct_values`] counts them. The JSON bindings count the
+/// same values while parsing (`transport/strict_json.rs`); this is the check every path meets.
+pub(crate) fn struct_values(request: &SendMessageRequest, max: usize) -> Result<(), A2aError> {
+    if max == 0 {
+        return Ok(());
+    }
+    let structs = |s: Option<&Struct>| s.map_or(0, struct_count);
+    let mut count = structs(request.metadata.as_ref());
+    if let Some(message) = &request.message {
+        count += structs(message.metadata.as_ref());
+        for part in &message.parts {
+            count += structs(part.metadata.as_ref());
+            if let Some(part::Content::Data(data)) = &part.content {
+                count += value_count(data);
+            }
+        }
+    }
+    admit_struct_values(count, max)
+}
+
+/// `--max-struct-values` for `count` values (`max` 0: no limit).
+pub fn admit_struct_values(count: usize, max: usize) -> Result<(), A2aError> {
+    if max != 0 && count > max {
+        return Err(A2aError::limit(
+            LimitKind::TooLarge,
+            "max-struct-values",
+            format!(
+                "the data parts and metadata of the request hold more than {max} values (at least {count}); the limit is {max}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON object as structured data: itself and every value below it.
+fn struct_count(object: &Struct) -> usize {
+    1 + object.fields.values().map(value_count).sum::<usize>()
+}
+
+/// A JSON value: itself and every value below it.
+fn value_count(value: &Value) -> usize {
+    match &value.kind {
+        Some(Kind::StructValue(s)) => struct_count(s),
+        Some(Kind::ListValue(list)) => 1 + list.values.iter().map(value_count).sum::<usize>(),
+        _ => 1,
+    }
+}
+
 /// `--max-parts` for a message of `count` parts (`max_parts` 0: no limit).
 pub fn admit_parts(count: usize, max_parts: usize) -> Result<(), A2aError> {
     if max_parts != 0 && count > max_parts {

@@ -9,8 +9,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::card::CardService;
+use super::request_budget::RequestBudget;
 use crate::call::CallContext;
 use crate::core::Core;
+use crate::core::CoreSettings;
 use crate::error::A2aError;
 
 /// `application/a2a+json`, the HTTP+JSON binding's media type (spec v1.0.1 §11.1).
@@ -139,10 +141,10 @@ pub fn error_text_response(error: &A2aError, body: String, a2a_json: bool) -> Re
 }
 
 /// Parses a request body as I-JSON (duplicate names refused), mapping failure to a JSON parse
-/// error; a `message` of more than `max_parts` parts is the core's `--max-parts` error, found
-/// without building the parts.
-pub fn parse_json(body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
-    super::strict_json::parse_request(body, max_parts)
+/// error; a request over the core's `--max-parts` or `--max-struct-values` gets the core's
+/// error, found without building what is over.
+pub fn parse_json(body: &[u8], limits: &CoreSettings) -> Result<Value, A2aError> {
+    super::strict_json::parse_request(body, &RequestBudget::new(limits))
 }
 
 #[cfg(test)]
@@ -155,7 +157,7 @@ mod tests {
     #[test]
     fn json_numbers_parse_to_the_exact_double() {
         let exact = f64::from_bits(0x6ff8_0000_0000_0000);
-        let value = parse_json(br#"{"n": 2.3287771384510634e231}"#, 0).expect("valid JSON");
+        let value = parse_json(br#"{"n": 2.3287771384510634e231}"#, &Default::default()).expect("valid JSON");
         assert_eq!(value["n"].as_f64().map(f64::to_bits), Some(exact.to_bits()));
     }
 }

@@ -13,9 +13,11 @@ use serde_json::value::RawValue;
 
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
-use super::strict_json::{self, PartsCount, UniqueKeys};
+use super::request_budget::RequestBudget;
+use super::strict_json::{self, UniqueKeys};
 use super::{request_size, sse, v03};
 use crate::call::Authentication;
+use crate::core::CoreSettings;
 use crate::error::A2aError;
 use crate::protojson::{decode, encode_string_for};
 
@@ -34,7 +36,7 @@ pub async fn handle(
         Ok(body) => body,
         Err(error) => return error_response(&RequestId::NULL, &error),
     };
-    let (id, request) = match envelope(&body, state.core.settings().max_parts) {
+    let (id, request) = match envelope(&body, state.core.settings()) {
         Ok(decoded) => decoded,
         Err(error) => return error_response(&RequestId::NULL, &error),
     };
@@ -115,8 +117,9 @@ fn error_response(id: &RequestId, error: &A2aError) -> Response {
     http::json_text_response(StatusCode::OK, answer(id, "error", &error.to_jsonrpc_error()), false)
 }
 
-/// The method name and params of a request; the params are `Err` when their message has more
-/// parts than `--max-parts` (counted, never built), which the method's binding renders.
+/// The method name and params of a request; the params are `Err` when they are over the core's
+/// `--max-parts` or `--max-struct-values` (counted, never built), which the method's binding
+/// renders.
 pub(crate) type MethodCall = (String, Result<Value, A2aError>);
 
 fn invalid(why: &str) -> A2aError {
@@ -128,16 +131,16 @@ fn invalid(why: &str) -> A2aError {
 /// whole (answered with id `null`); a bad method or params fail with the id.
 pub(crate) fn envelope(
     body: &[u8],
-    max_parts: usize,
+    limits: &CoreSettings,
 ) -> Result<(RequestId, Result<MethodCall, A2aError>), A2aError> {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => {}
         Some(b'[') => return strict_json::parse(body).and(Err(invalid("batch requests are not supported"))),
         _ => return strict_json::parse(body).and(Err(invalid("the request must be a JSON object"))),
     }
-    let parts = PartsCount::new(max_parts);
+    let budget = RequestBudget::new(limits);
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let members = deserializer.deserialize_map(Members::new(&parts)).and_then(|members| {
+    let members = deserializer.deserialize_map(Members::new(&budget)).and_then(|members| {
         deserializer.end()?;
         Ok(members)
     });
@@ -155,13 +158,14 @@ pub(crate) fn envelope(
         Some(params @ Value::Object(_)) => params,
         Some(_) => return Ok((id, Err(A2aError::invalid_field("params", "must be an object")))),
     };
-    Ok((id, Ok((method, parts.admit().map(|()| params)))))
+    Ok((id, Ok((method, budget.admit().map(|()| params)))))
 }
 
 /// The members of a request object, read in one pass: the id as raw text, every other value
-/// through [`UniqueKeys`] (`params` as a request, its parts counted), and no name twice.
+/// through [`UniqueKeys`] (`params` as a request, counted against its budget), and no name
+/// twice.
 struct Members<'a> {
-    parts: &'a PartsCount,
+    budget: &'a RequestBudget,
     id: Option<Box<RawValue>>,
     jsonrpc: Option<Value>,
     method: Option<Value>,
@@ -169,8 +173,8 @@ struct Members<'a> {
 }
 
 impl<'a> Members<'a> {
-    fn new(parts: &'a PartsCount) -> Self {
-        Self { parts, id: None, jsonrpc: None, method: None, params: None }
+    fn new(budget: &'a RequestBudget) -> Self {
+        Self { budget, id: None, jsonrpc: None, method: None, params: None }
     }
 }
 
@@ -182,7 +186,7 @@ impl<'de, 'a> Visitor<'de> for Members<'a> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'a>, A::Error> {
-        let mut members = Members::new(self.parts);
+        let mut members = Members::new(self.budget);
         let mut others = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             let taken = match key.as_str() {
@@ -190,7 +194,7 @@ impl<'de, 'a> Visitor<'de> for Members<'a> {
                 "jsonrpc" => members.jsonrpc.replace(map.next_value_seed(UniqueKeys::default())?).is_some(),
                 "method" => members.method.replace(map.next_value_seed(UniqueKeys::default())?).is_some(),
                 "params" => {
-                    members.params.replace(map.next_value_seed(UniqueKeys::request(self.parts))?).is_some()
+                    members.params.replace(map.next_value_seed(UniqueKeys::request(self.budget))?).is_some()
                 }
                 _ => {
                     map.next_value_seed(UniqueKeys::default())?;

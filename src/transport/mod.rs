@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod http;
 pub mod jsonrpc;
 pub mod operation;
+pub mod request_budget;
 pub mod request_size;
 pub mod rest;
 pub mod sse;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::http::{self, HttpState};
 use super::operation::{Operation, Outcome};
 use super::{request_size, sse};
+use crate::core::CoreSettings;
 use crate::error::A2aError;
 use crate::proto::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
@@ -132,8 +133,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         Ok(body) => body,
         Err(error) => return error_response(&error, a2a_json),
     };
-    let max_parts = state.core.settings().max_parts;
-    let operation = match operation(route, &parts.headers, parts.uri.query(), &body, max_parts) {
+    let operation = match operation(route, &parts.headers, parts.uri.query(), &body, state.core.settings()) {
         Ok(mut operation) => {
             if let Some(tenant) = tenant {
                 operation.set_tenant(tenant);
@@ -163,15 +163,15 @@ fn error_response(error: &A2aError, a2a_json: bool) -> Response {
 }
 
 /// The request body as JSON (`{}` when empty), refusing bodies that are not declared JSON and
-/// messages of more than `max_parts` parts.
-fn body_json(headers: &HeaderMap, body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
+/// requests over the core's `limits`.
+fn body_json(headers: &HeaderMap, body: &[u8], limits: &CoreSettings) -> Result<Value, A2aError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));
     }
     if !http::is_json(headers) {
         return Err(http::not_json(headers));
     }
-    http::parse_json(body, max_parts)
+    http::parse_json(body, limits)
 }
 
 pub(crate) fn operation(
@@ -179,10 +179,10 @@ pub(crate) fn operation(
     headers: &HeaderMap,
     query: Option<&str>,
     body: &[u8],
-    max_parts: usize,
+    limits: &CoreSettings,
 ) -> Result<Operation, A2aError> {
     let query = query.unwrap_or_default();
-    let body_json = |headers, body| body_json(headers, body, max_parts);
+    let body_json = |headers, body| body_json(headers, body, limits);
     Ok(match route {
         Route::SendMessage => Operation::SendMessage(decode(&body_json(headers, body)?)?),
         Route::SendStreamingMessage => Operation::SendStreamingMessage(decode(&body_json(headers, body)?)?),

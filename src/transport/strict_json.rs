@@ -7,95 +7,96 @@
 //! each member goes in through `Map::entry`, which finds a duplicate with the lookup that an
 //! insert makes anyway.
 //!
-//! A request's `message.parts` is counted in the same pass: past `--max-parts` the remaining
-//! parts are skipped, not built, so refusing a message of a hundred thousand parts costs its
-//! bytes and nothing more (a built part costs a few hundred bytes of `Value` each, several times
-//! what it took on the wire).
-use std::cell::Cell;
+//! A request's costly shapes are counted in the same pass, against the core's limits
+//! ([`RequestBudget`]): the parts of `message.parts` (`--max-parts`) and the values inside any
+//! `data` or `metadata` member (`--max-struct-values`). Past a limit, what remains is skipped,
+//! not built, so refusing a message of a hundred thousand parts or of a data part of two
+//! million numbers costs its bytes and nothing more: a built value costs 32 bytes or more, and
+//! decoding it as ProtoJSON about 1 KB.
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
+use super::request_budget::RequestBudget;
 use crate::error::A2aError;
 
 /// Parses a JSON body; bad JSON and duplicate names are both a JSON parse error (JSON-RPC
 /// -32700, HTTP 400), naming the line and column.
 pub fn parse(body: &[u8]) -> Result<Value, A2aError> {
-    parse_request(body, 0)
+    parse_request(body, &RequestBudget::unlimited())
 }
 
-/// [`parse`] for a request (an HTTP+JSON body, or JSON-RPC params) whose `message.parts` may
-/// hold at most `max_parts` parts (0: any number); more is the core's `--max-parts` error.
-pub fn parse_request(body: &[u8], max_parts: usize) -> Result<Value, A2aError> {
-    let parts = PartsCount::new(max_parts);
+/// [`parse`] for a request (an HTTP+JSON body, or JSON-RPC params), counted against `budget`;
+/// a request over it is the core's limit error.
+pub fn parse_request(body: &[u8], budget: &RequestBudget) -> Result<Value, A2aError> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let value = UniqueKeys::request(&parts).deserialize(&mut deserializer).and_then(|value| {
+    let value = UniqueKeys::request(budget).deserialize(&mut deserializer).and_then(|value| {
         deserializer.end()?;
         Ok(value)
     });
     let value = value.map_err(parse_error)?;
-    parts.admit()?;
+    budget.admit()?;
     Ok(value)
 }
 
-/// The path of the counted array, from the request's root.
+/// The path of the counted parts array, from the request's root.
 const PARTS_PATH: [&str; 2] = ["message", "parts"];
-
-/// The parts counted in one request, against the limit.
-pub struct PartsCount {
-    max_parts: usize,
-    /// Parts beyond the limit (only the first `max_parts` are built).
-    over: Cell<usize>,
-}
-
-impl PartsCount {
-    /// Counts against `max_parts` (0: any number).
-    pub fn new(max_parts: usize) -> Self {
-        Self { max_parts, over: Cell::new(0) }
-    }
-
-    /// The core's `--max-parts` error if the request had too many parts.
-    pub fn admit(&self) -> Result<(), A2aError> {
-        match self.over.get() {
-            0 => Ok(()),
-            over => crate::core::validate::admit_parts(self.max_parts + over, self.max_parts),
-        }
-    }
-}
+/// Members whose values are structured data (`google.protobuf.Struct` or `Value`).
+const STRUCT_MEMBERS: [&str; 2] = ["data", "metadata"];
 
 /// The error for a body that is not I-JSON.
 pub fn parse_error(error: serde_json::Error) -> A2aError {
     A2aError::JsonParse(format!("invalid JSON: {error}"))
 }
 
-/// Deserializes any JSON value into a [`Value`], refusing objects with duplicate names; when
-/// given a [`PartsCount`], the value is a request whose `message.parts` it counts.
+/// Deserializes any JSON value into a [`Value`], refusing objects with duplicate names; with a
+/// [`RequestBudget`], the value is a request whose parts and structured values it counts.
 #[derive(Clone, Copy, Default)]
 pub struct UniqueKeys<'a> {
-    parts: Option<(&'a PartsCount, usize)>,
+    budget: Option<&'a RequestBudget>,
+    /// How much of [`PARTS_PATH`] leads here; `None` off that path.
+    parts_depth: Option<usize>,
+    /// Inside a `data` or `metadata` member.
+    in_struct: bool,
 }
 
 impl<'a> UniqueKeys<'a> {
-    /// For a request's root, counting its parts into `parts`.
-    pub fn request(parts: &'a PartsCount) -> Self {
-        Self { parts: (parts.max_parts != 0).then_some((parts, 0)) }
+    /// For a request's root, counted against `budget`.
+    pub fn request(budget: &'a RequestBudget) -> Self {
+        Self { budget: Some(budget), parts_depth: Some(0), in_struct: false }
     }
 
     /// For the value of member `key` of this object.
     fn member(self, key: &str) -> Self {
-        match self.parts {
-            Some((parts, depth)) if PARTS_PATH.get(depth) == Some(&key) => {
-                Self { parts: Some((parts, depth + 1)) }
-            }
-            _ => Self::default(),
+        let parts_depth =
+            self.parts_depth.filter(|&depth| !self.in_struct && PARTS_PATH.get(depth) == Some(&key));
+        Self {
+            budget: self.budget,
+            parts_depth: parts_depth.map(|depth| depth + 1),
+            in_struct: self.in_struct || STRUCT_MEMBERS.contains(&key),
         }
     }
 
-    /// The count this value is the parts array for, if it is.
-    fn counted_parts(self) -> Option<&'a PartsCount> {
-        self.parts.and_then(|(parts, depth)| (depth == PARTS_PATH.len()).then_some(parts))
+    /// For an element of this array.
+    fn element(self) -> Self {
+        Self { parts_depth: None, ..self }
+    }
+
+    /// Whether this array is the message's parts.
+    fn is_parts(self) -> bool {
+        self.parts_depth == Some(PARTS_PATH.len())
+    }
+
+    /// Counts this value if it is structured data; `false` when it is over the budget and must
+    /// not be built.
+    fn admit(self) -> bool {
+        !self.in_struct || self.budget.is_none_or(RequestBudget::admit_struct_value)
+    }
+
+    fn build<E>(self, make: impl FnOnce() -> Value) -> Result<Value, E> {
+        Ok(if self.admit() { make() } else { Value::Null })
     }
 }
 
@@ -115,36 +116,36 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+        self.build(|| Value::Bool(v))
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+        self.build(|| Value::Number(v.into()))
     }
 
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
+        self.build(|| Value::Number(v.into()))
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
         // JSON text never holds NaN or an infinity; serde_json refuses numbers out of range.
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        self.build(|| Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
+        self.build(|| Value::String(v.to_owned()))
     }
 
     fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+        self.build(|| Value::String(v))
     }
 
     fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+        self.build(|| Value::Null)
     }
 
     fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+        self.build(|| Value::Null)
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -152,26 +153,34 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if !self.admit() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
+        let parts = self.budget.filter(|_| self.is_parts());
+        let limit = parts.map_or(usize::MAX, RequestBudget::max_parts);
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        let counted = self.counted_parts();
-        let limit = counted.map_or(usize::MAX, |parts| parts.max_parts);
         while items.len() < limit {
-            match seq.next_element_seed(Self::default())? {
+            match seq.next_element_seed(self.element())? {
                 Some(value) => items.push(value),
                 None => return Ok(Value::Array(items)),
             }
         }
-        if let Some(parts) = counted {
+        if let Some(budget) = parts {
             let mut over = 0usize;
             while seq.next_element::<IgnoredAny>()?.is_some() {
                 over += 1;
             }
-            parts.over.set(over);
+            budget.parts_over(over);
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        if !self.admit() {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        }
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             match object.entry(key) {
@@ -220,6 +229,31 @@ mod tests {
             assert!(error.to_string().contains("column"), "{error}");
         }
         assert!(parse(br#"{"a":{"x":1},"b":{"x":1}}"#).is_ok(), "the same name in two objects is fine");
+    }
+
+    #[test]
+    fn a_request_is_counted_and_refused_past_its_budget() {
+        // 3 parts; structured values: metadata {a:[1,2]} = 4, data "x" = 1, part metadata {} = 1.
+        let text = br#"{"message":{"metadata":{"a":[1,2]},"parts":[{"data":"x"},{"text":"t","metadata":{}},{"text":"u"}]},"x":{"parts":[1,2,3,4]}}"#;
+        let expected: Value = serde_json::from_slice(text).unwrap();
+        let within = || RequestBudget::with_limits(3, 6);
+        assert_eq!(parse_request(text, &within()).unwrap(), expected);
+
+        let error = parse_request(text, &RequestBudget::with_limits(2, 0)).unwrap_err();
+        assert_eq!(error.reason(), "PAYLOAD_TOO_LARGE");
+        assert!(error.to_string().contains("3 parts; the limit is 2"), "{error}");
+        let error = parse_request(text, &RequestBudget::with_limits(0, 5)).unwrap_err();
+        assert_eq!(error.reason(), "PAYLOAD_TOO_LARGE");
+        assert!(error.to_string().contains("more than 5 values"), "{error}");
+
+        // Duplicates inside counted data are still refused; `parts` elsewhere is not counted.
+        let duplicate = br#"{"message":{"parts":[{"data":{"k":1,"k":2}}]}}"#;
+        assert_eq!(parse_request(duplicate, &within()).unwrap_err().reason(), "PARSE_ERROR");
+        let elsewhere = br#"{"message":{"metadata":{"parts":[1,2,3,4,5]}},"parts":[1,2,3,4]}"#;
+        assert!(parse_request(elsewhere, &RequestBudget::with_limits(1, 0)).is_ok());
+        // Bad JSON past the budget is still bad JSON.
+        let broken = br#"{"message":{"parts":[{"data":[1,2,3,4,5,6,7,]}]}}"#;
+        assert_eq!(parse_request(broken, &within()).unwrap_err().reason(), "PARSE_ERROR");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The attacks of the security issue, against a server binary, reporting its resident memory.
 
-    python3 tests/attacks/rss.py target/release/a2a-server [amplification|tasks|idle ...]
+    python3 tests/attacks/rss.py target/release/a2a-server [amplification|data|tasks|idle ...]
 
 Standard library only. Each attack starts its own server on a free loopback port with the
 default limits (plus the flags named below), runs, and prints VmRSS before and after, what the
@@ -10,6 +10,8 @@ asserted by tests/limits.rs and tests/connections.rs; this is what the closing n
 
 - amplification: 20 JSON-RPC requests of 100,000 one-word text parts (about 2 MB each), then
   20 grpc-web requests (the gRPC decoder) of 550,000 one-byte parts, one after another.
+- data: 20 JSON-RPC requests just under 4 MiB whose one data part holds 1.9 million numbers
+  (no parts limit applies; what decoding a dense request costs at its peak).
 - tasks: 100,000 SendMessage calls that each leave an INPUT_REQUIRED task, from one principal.
 - idle: 2,000 TCP connections that never send a byte, with the server's open-file limit at
   1,024 (as in the issue); then a probe on a new connection, and the state after the idle
@@ -32,10 +34,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def rss_mib(pid):
+def rss_mib(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -75,13 +77,17 @@ class Server:
     def rss(self):
         return rss_mib(self.proc.pid)
 
+    def peak(self):
+        """The most resident memory the server has had (VmHWM)."""
+        return rss_mib(self.proc.pid, "VmHWM")
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
 
 
 def jsonrpc(conn, method, params, id_=1):
-    body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+    body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}, separators=(",", ":"))
     conn.request("POST", "/", body, {"Content-Type": "application/json"})
     return json.loads(conn.getresponse().read())
 
@@ -141,7 +147,28 @@ def amplification(binary):
         answers[key] = answers.get(key, 0) + 1
     time.sleep(0.5)
     print(f"amplification: JSON-RPC body {len(json.dumps(message(100_000, 'word'))) / 1e6:.1f} MB, grpc-web body {len(body) / 1e6:.1f} MB")
-    print(f"  RSS before {before:.0f} MiB, after 20 JSON-RPC {after_json:.0f} MiB, after 20 grpc-web {server.rss():.0f} MiB; answers {answers}")
+    print(f"  RSS before {before:.0f} MiB, after 20 JSON-RPC {after_json:.0f} MiB, after 20 grpc-web {server.rss():.0f} MiB; peak {server.peak():.0f} MiB; answers {answers}")
+    server.stop()
+
+
+def data(binary):
+    """20 JSON-RPC requests just under the 4 MiB request limit whose one data part is an array
+    of 1.9 million zeros: no parts limit applies; each is refused by --max-task-bytes after
+    decoding, so this shows what decoding a dense request costs at its peak."""
+    server = Server(binary)
+    conn = server.conn()
+    jsonrpc(conn, "SendMessage", message(1))
+    time.sleep(0.5)
+    before = server.rss()
+    params = {"message": {"messageId": "d", "role": "ROLE_USER", "parts": [{"data": [0] * 1_900_000}]}}
+    answers = {}
+    for i in range(20):
+        a = reason(jsonrpc(conn, "SendMessage", params, i))
+        answers[a] = answers.get(a, 0) + 1
+    time.sleep(0.5)
+    size = len(json.dumps(params, separators=(",", ":"))) / 1e6
+    print(f"data: 20 JSON-RPC bodies of {size:.1f} MB, one data part of 1.9 million numbers")
+    print(f"  RSS before {before:.0f} MiB, after {server.rss():.0f} MiB; peak {server.peak():.0f} MiB; answers {answers}")
     server.stop()
 
 
@@ -196,4 +223,4 @@ if __name__ == "__main__":
     which = sys.argv[2:] or ["amplification", "tasks", "idle"]
     resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
     for name in which:
-        {"amplification": amplification, "tasks": tasks, "idle": idle}[name](binary)
+        {"amplification": amplification, "data": data, "tasks": tasks, "idle": idle}[name](binary)

@@ -369,6 +369,13 @@ impl SseReader {
     }
 }
 
+/// Sends `request` and reads its answer as JSON, whatever the status (failing the test if there
+/// is no answer or it is not JSON).
+pub async fn json_answer(request: reqwest::RequestBuilder) -> serde_json::Value {
+    let response = request.send().await.expect("an answer");
+    response.json().await.expect("a JSON answer")
+}
+
 /// A JSON-RPC request body.
 pub fn rpc(id: i64, method: &str, params: serde_json::Value) -> serde_json::Value {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})

@@ -9,6 +9,7 @@ use axum::response::sse::Event;
 use serde_json::{Value, json};
 
 use super::{json as v03json, typed};
+use crate::core::CoreSettings;
 use crate::error::A2aError;
 use crate::proto as v1;
 use crate::proto_v03 as v03;
@@ -75,8 +76,8 @@ fn call(operation: Operation, answer: Answer) -> Route {
     Route::Call(Box::new(operation), answer)
 }
 
-fn body_json(body: &Bytes, max_parts: usize) -> Result<Value, A2aError> {
-    if body.is_empty() { Ok(json!({})) } else { http::parse_json(body, max_parts) }
+fn body_json(body: &Bytes, limits: &CoreSettings) -> Result<Value, A2aError> {
+    if body.is_empty() { Ok(json!({})) } else { http::parse_json(body, limits) }
 }
 
 fn history_length(query: &str) -> Result<Option<i32>, A2aError> {
@@ -106,8 +107,7 @@ fn route(
 ) -> Result<Route, A2aError> {
     let not_found = || A2aError::MethodNotFound(format!("no v0.3 route {method} {path}"));
     let rest = path.strip_prefix("/v1/").ok_or_else(not_found)?;
-    let max_parts = state.core.settings().max_parts;
-    let body_json = |body| body_json(body, max_parts);
+    let body_json = |body| body_json(body, state.core.settings());
     let segments: Vec<&str> = rest.split('/').collect();
     Ok(match (method, segments.as_slice()) {
         (&Method::GET, ["card"]) => Route::Card(super::card::v03_card(state)),

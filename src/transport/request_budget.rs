@@ -1,0 +1,68 @@
+//! What one JSON request may hold of the shapes that cost the most to decode, counted while it
+//! is parsed (`strict_json.rs`) against the core's limits, so that a request over them is
+//! refused before they are built. The errors are the core's own, which it also raises on the
+//! decoded request of every binding.
+use std::cell::Cell;
+
+use crate::core::CoreSettings;
+use crate::core::validate::{admit_parts, admit_struct_values};
+use crate::error::A2aError;
+
+/// The counts of one request against the limits.
+pub struct RequestBudget {
+    max_parts: usize,
+    max_struct_values: usize,
+    /// Parts past `max_parts` (skipped, not built).
+    parts_over: Cell<usize>,
+    /// Structured values seen, up to one past the limit (the rest are skipped).
+    struct_values: Cell<usize>,
+}
+
+impl RequestBudget {
+    /// The core's limits (`--max-parts`, `--max-struct-values`).
+    pub fn new(settings: &CoreSettings) -> Self {
+        Self::with_limits(settings.max_parts, settings.max_struct_values)
+    }
+
+    /// Limits as given (0: none).
+    pub fn with_limits(max_parts: usize, max_struct_values: usize) -> Self {
+        Self { max_parts, max_struct_values, parts_over: Cell::new(0), struct_values: Cell::new(0) }
+    }
+
+    /// No limits: any JSON body.
+    pub fn unlimited() -> Self {
+        Self::with_limits(0, 0)
+    }
+
+    /// The parts a message may have (`usize::MAX` without a limit).
+    pub(super) fn max_parts(&self) -> usize {
+        if self.max_parts == 0 { usize::MAX } else { self.max_parts }
+    }
+
+    /// The message's parts array had `over` parts past the limit.
+    pub(super) fn parts_over(&self, over: usize) {
+        self.parts_over.set(over);
+    }
+
+    /// Counts one structured value; `false` once there are more than the limit (the value is
+    /// then not to be built).
+    pub(super) fn admit_struct_value(&self) -> bool {
+        if self.max_struct_values == 0 {
+            return true;
+        }
+        let seen = self.struct_values.get();
+        if seen > self.max_struct_values {
+            return false;
+        }
+        self.struct_values.set(seen + 1);
+        seen < self.max_struct_values
+    }
+
+    /// The core's error for the first limit the request went over.
+    pub fn admit(&self) -> Result<(), A2aError> {
+        if self.parts_over.get() > 0 {
+            admit_parts(self.max_parts + self.parts_over.get(), self.max_parts)?;
+        }
+        admit_struct_values(self.struct_values.get(), self.max_struct_values)
+    }
+}
