@@ -158,6 +158,37 @@ impl Conn {
         bounded("SendMessage", call).await
     }
 
+    /// SendMessage with nothing around it: no timer and no client clone (`&mut`, as a tonic
+    /// call needs), for the unary load's hot path, whose workers each own their clones and
+    /// are watched for stalls from outside instead of each call carrying a timeout.
+    pub async fn send_bare(&mut self, request: SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
+        match self {
+            Conn::Grpc(grpc) => {
+                let mut request = tonic::Request::new(request);
+                if let Some((key, value)) = &grpc.credential {
+                    request.metadata_mut().insert(key.clone(), value.clone());
+                }
+                Ok(grpc.client.send_message(request).await?.into_inner())
+            }
+            Conn::Json(conn) => conn.send(&request).await,
+        }
+    }
+
+    /// SendStreamingMessage. Returns once the server has answered the call; the items follow
+    /// on the stream.
+    pub async fn send_streaming(&self, request: SendMessageRequest) -> Result<Sub, BoxError> {
+        let call = async {
+            match self {
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) = grpc.call(request);
+                    Ok(Sub::Grpc(client.send_streaming_message(request).await?.into_inner()))
+                }
+                Conn::Json(conn) => Ok(Sub::Sse(conn.send_streaming(&request).await?)),
+            }
+        };
+        bounded("SendStreamingMessage", call).await
+    }
+
     /// SendMessage whose answer must be a Task.
     pub async fn send_for_task(&self, request: SendMessageRequest) -> Result<Task, BoxError> {
         match self.send(request).await?.payload {
