@@ -13,7 +13,9 @@ use futures::{StreamExt, TryStreamExt};
 use prost::Message as _;
 
 use crate::BoxError;
-use crate::driver::{CALL_TIMEOUT, Conn, Sub, Target, fresh_message, send_request, task_state, user_message};
+use crate::driver::{
+    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, user_message,
+};
 use crate::fleet::{Per, Probe};
 use crate::latency::Histogram;
 use crate::process::CpuMeter;
@@ -71,12 +73,16 @@ pub async fn unary_spread(
     let mut conns = Vec::new();
     for _ in 0..p.connections {
         for target in targets {
-            conns.push(target.connect().await?);
+            conns.push(target.connect_unary().await?);
         }
     }
     // One request for every call (a fixed messageId: neither server dedupes them).
     let request = send_request(user_message("bench-unary".into(), &p.text, None), false);
-    let response_bytes = conns[0].send(request.clone()).await?.encoded_len();
+    let mut first = conns[0].clone();
+    let response_bytes = tokio::time::timeout(CALL_TIMEOUT, first.send(request.clone()))
+        .await
+        .map_err(|_| format!("SendMessage: no answer within {CALL_TIMEOUT:?}"))??
+        .encoded_len();
     if !p.warmup.is_zero() {
         unary_load(&conns, p.concurrency, &request, Stop::After(p.warmup)).await;
     }
@@ -158,12 +164,18 @@ fn bump(counter: &AtomicU64, by: u64) {
 /// `concurrency` closed-loop workers; worker w sends its i-th call on `conns[(w + i) % len]`,
 /// so calls spread round-robin over every connection (and over the servers of a fleet).
 ///
-/// The hot path is as light as the client can be: the request is built once and its clone is
-/// the only allocation per call (besides tonic's own and decoding the answer), each worker owns
-/// its clients (no clone per call) and its latency histogram (no growing vector), and no timer
-/// is armed per call: the coordinator abandons a worker whose call has gone unanswered for
+/// The hot path is as light as the client can be: gRPC calls go straight to hyper's HTTP/2
+/// connection (see [`UnaryConn`]), the request is built once and its clone is the only
+/// allocation per call (besides tonic's and hyper's own and decoding the answer), each worker
+/// owns its clients (no clone per call) and its latency histogram (no growing vector), and no
+/// timer is armed per call: the coordinator abandons a worker whose call has gone unanswered for
 /// [`UNARY_CALL_TIMEOUT`], counting that call as an error.
-async fn unary_load(conns: &[Conn], concurrency: usize, request: &SendMessageRequest, stop: Stop) -> Load {
+async fn unary_load(
+    conns: &[UnaryConn],
+    concurrency: usize,
+    request: &SendMessageRequest,
+    stop: Stop,
+) -> Load {
     let start = Instant::now();
     let budget = match stop {
         Stop::Requests(n) => Some(Arc::new(AtomicI64::new(n as i64))),
@@ -192,7 +204,7 @@ async fn unary_load(conns: &[Conn], concurrency: usize, request: &SendMessageReq
                     }
                     let conn = &mut conns[next];
                     next = if next + 1 == count { 0 } else { next + 1 };
-                    let result = conn.send_bare(request.clone()).await;
+                    let result = conn.send(request.clone()).await;
                     let answered = Instant::now();
                     match result {
                         Ok(_) => {

@@ -6,6 +6,7 @@
 //! values whatever the wire. Dispatch is by enum rather than trait objects: the hot calls stay
 //! unboxed, and adding a binding is one variant plus its match arms in [`Target::connect`],
 //! [`Conn`] and [`Sub`].
+mod bare;
 mod json;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxError;
+pub use bare::UnaryConn;
 use json::{Flavor, JsonConn, SseStream};
 
 /// The A2A protocol bindings a2a-bench can speak (`--binding`).
@@ -126,11 +128,17 @@ pub struct GrpcConn {
 
 impl GrpcConn {
     fn new(channel: Channel, credential: Option<&Credential>) -> Result<Self, BoxError> {
-        let credential = match credential {
+        Ok(Self { client: A2aServiceClient::new(channel), credential: Self::metadata(credential)? })
+    }
+
+    /// The credential as gRPC metadata.
+    fn metadata(
+        credential: Option<&Credential>,
+    ) -> Result<Option<(AsciiMetadataKey, AsciiMetadataValue)>, BoxError> {
+        Ok(match credential {
             Some(c) => Some((c.header.as_str().parse()?, AsciiMetadataValue::try_from(c.value.as_bytes())?)),
             None => None,
-        };
-        Ok(Self { client: A2aServiceClient::new(channel), credential })
+        })
     }
 
     /// A client for one call (clones share the connection) and the request with metadata.
@@ -156,22 +164,6 @@ impl Conn {
             }
         };
         bounded("SendMessage", call).await
-    }
-
-    /// SendMessage with nothing around it: no timer and no client clone (`&mut`, as a tonic
-    /// call needs), for the unary load's hot path, whose workers each own their clones and
-    /// are watched for stalls from outside instead of each call carrying a timeout.
-    pub async fn send_bare(&mut self, request: SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
-        match self {
-            Conn::Grpc(grpc) => {
-                let mut request = tonic::Request::new(request);
-                if let Some((key, value)) = &grpc.credential {
-                    request.metadata_mut().insert(key.clone(), value.clone());
-                }
-                Ok(grpc.client.send_message(request).await?.into_inner())
-            }
-            Conn::Json(conn) => conn.send(&request).await,
-        }
     }
 
     /// SendStreamingMessage. Returns once the server has answered the call; the items follow
