@@ -22,9 +22,10 @@
 //! Server CPU time (all threads' `/proc/PID/task/*/schedstat`, over the measured window) is
 //! reported per call in the unary rows and per delivered event in the fan-out rows, for our
 //! server and for the baseline: unlike throughput, it does not depend on how much of the shared
-//! CPUs the client takes. The client is kept light for the same reason (see
-//! [`scenarios::unary`]: one prebuilt request cloned per call, no per-call timer, a
-//! preallocated [`latency`] histogram), and its own CPU per call is reported too.
+//! CPUs the client takes. The unary client is kept light all the same, as what it takes caps
+//! both servers' throughput ([`scenarios::unary`]: bare HTTP/2 connections, one prebuilt
+//! request cloned per call, no per-call timer, a preallocated [`latency`] histogram), and its
+//! own CPU per call is reported too.
 //!
 //! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`],
 //! [`memory`], [`running`], [`resume`], [`list_stall`] and [`auth`] (what is measured),

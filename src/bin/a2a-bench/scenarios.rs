@@ -55,15 +55,18 @@ pub struct UnaryParams {
 /// answer, and sends again, so `concurrency` is the number of calls in flight.
 ///
 /// With the server's PID, also the server CPU time per call: unlike requests/s, it does not
-/// depend on how much of the shared CPUs the client (or anyone else) takes.
+/// depend on how much of the shared CPUs the client (or anyone else) takes. The client is kept
+/// as light as it can be all the same (bare HTTP/2 connections, one prebuilt request cloned per
+/// call, no timer per call, a preallocated histogram: see `unary_load`), since what it takes
+/// of the shared CPUs caps the throughput of both servers.
 pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
     unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None).await
 }
 
 /// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and every
 /// worker sends its successive calls round-robin over all the connections (so over the
-/// servers too, as a load balancer would). Server CPU is summed over `pids`; with a `probe`, Redis commands and CPU per
-/// call are added.
+/// servers too, as a load balancer would). Server CPU is summed over `pids`; with a `probe`,
+/// Redis commands and CPU per call are added.
 pub async fn unary_spread(
     targets: &[Target],
     pids: &[u32],
