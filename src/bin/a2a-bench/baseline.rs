@@ -3,12 +3,19 @@
 //! validation, no axum router, no reflection or health. It is the "limit" the ratios compare
 //! against; our server can approach it but not beat it on equal work.
 //!
+//! - SendMessage anything else → a COMPLETED Task echoing the text, built like ours (same fields,
+//!   same sizes) and not kept. This is the unary scenario's path and it is as lean as tonic
+//!   allows: no lock, no map, one allocation per string the Task carries, ids encoded without
+//!   `fmt`; what is left is tonic's own work and building the Task.
 //! - SendMessage `input` → an INPUT_REQUIRED Task kept in a map (a live, idle task is just the
 //!   Task); a follow-up on it either runs `stream E MS [WAIT]` or completes it with an echo.
 //! - SendMessage `stream E MS [WAIT]` → a WORKING Task now; WORKING, WAIT ms, E artifact chunks
-//!   (`chunk 0`…) at full speed (MS is ignored: the benchmark only uses 0), COMPLETED.
-//! - SendMessage anything else → a COMPLETED Task echoing the text, built like ours (same fields,
-//!   same sizes) and not kept.
+//!   (`chunk 0`…) MS ms apart, COMPLETED.
+//! - SendStreamingMessage `stream E MS [WAIT]` → the same task, its Task then its events on the
+//!   call's stream (the `running` memory scenario: a task whose execution is in flight, with its
+//!   stream open, producing an event now and then).
+//! - CancelTask → CANCELED, which ends the task's life and its stream; a sleeping execution
+//!   notices when it wakes.
 //! - SubscribeToTask → the Task snapshot, then the task's events. The snapshot and the start of
 //!   the feed are taken under one lock, so nothing is missed or duplicated.
 //!
@@ -147,14 +154,28 @@ fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
     TaskStatus { state: state as i32, message, timestamp: Some(now()) }
 }
 
+/// A random UUID as a String, encoded without `fmt` (one allocation).
 fn uuid() -> String {
-    uuid::Uuid::new_v4().to_string()
+    let mut buffer = uuid::Uuid::encode_buffer();
+    String::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer))
+}
+
+/// The message's text parts joined by newlines, like the demo agent's; one allocation.
+fn text_of(parts: &[Part]) -> String {
+    let mut found = texts(parts);
+    let first = found.next().unwrap_or_default();
+    let mut text = first.to_owned();
+    for more in found {
+        text.push('\n');
+        text.push_str(more);
+    }
+    text
 }
 
 /// What a message asks of the demo agent (the subset the benchmark uses).
 enum Ask {
     Input,
-    Stream { chunks: u64, wait_ms: u64 },
+    Stream { chunks: u64, delay_ms: u64, wait_ms: u64 },
     Echo,
 }
 
@@ -165,8 +186,8 @@ fn parse(text: &str) -> Ask {
         Some("stream") => {
             let mut number = |default: u64| words.next().and_then(|w| w.parse().ok()).unwrap_or(default);
             let chunks = number(5);
-            let _delay_ms = number(0);
-            Ask::Stream { chunks, wait_ms: number(0) }
+            let delay_ms = number(500);
+            Ask::Stream { chunks, delay_ms, wait_ms: number(0) }
         }
         _ => Ask::Echo,
     }
@@ -178,10 +199,11 @@ fn task_response(task: Task) -> Response<SendMessageResponse> {
 
 impl Baseline {
     /// Applies one event to the live task and broadcasts it, under the lock that subscribing
-    /// takes too. A terminal event also ends the task's life here.
-    fn publish(&self, task_id: &str, payload: Payload) {
+    /// takes too. A terminal event also ends the task's life here. False if the task is no
+    /// longer live (canceled), so its execution stops.
+    fn publish(&self, task_id: &str, payload: Payload) -> bool {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = live.get_mut(task_id) else { return };
+        let Some(entry) = live.get_mut(task_id) else { return false };
         let mut terminal = false;
         match &payload {
             Payload::StatusUpdate(update) => {
@@ -207,6 +229,7 @@ impl Baseline {
         if terminal {
             live.remove(task_id);
         }
+        true
     }
 
     fn status_event(&self, task: &Task, state: TaskState) -> Payload {
@@ -219,16 +242,22 @@ impl Baseline {
         })
     }
 
-    /// The burst: WORKING, WAIT ms, the chunks back to back, COMPLETED.
-    fn start_stream(&self, task: &Task, chunks: u64, wait_ms: u64) {
+    /// The execution: WORKING, WAIT ms, the chunks DELAY ms apart, COMPLETED; it stops early
+    /// if the task is canceled.
+    fn start_stream(&self, task: &Task, chunks: u64, delay_ms: u64, wait_ms: u64) {
         let this = self.clone();
         let task = Task { history: Vec::new(), artifacts: Vec::new(), ..task.clone() };
         tokio::spawn(async move {
-            this.publish(&task.id, this.status_event(&task, TaskState::Working));
+            if !this.publish(&task.id, this.status_event(&task, TaskState::Working)) {
+                return;
+            }
             if wait_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(wait_ms)).await;
             }
             for i in 0..chunks {
+                if i > 0 && delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                }
                 let artifact = Artifact {
                     artifact_id: "stream".into(),
                     name: "stream".into(),
@@ -244,7 +273,9 @@ impl Baseline {
                     metadata: None,
                     generation: 0,
                 };
-                this.publish(&task.id, Payload::ArtifactUpdate(update));
+                if !this.publish(&task.id, Payload::ArtifactUpdate(update)) {
+                    return;
+                }
             }
             this.publish(&task.id, this.status_event(&task, TaskState::Completed));
         });
@@ -260,7 +291,7 @@ impl Baseline {
             entry.task.clone()
         };
         match parse(text) {
-            Ask::Stream { chunks, wait_ms } => self.start_stream(&task, chunks, wait_ms),
+            Ask::Stream { chunks, delay_ms, wait_ms } => self.start_stream(&task, chunks, delay_ms, wait_ms),
             Ask::Input | Ask::Echo => {
                 let artifact = Artifact {
                     artifact_id: "echo".into(),
@@ -281,6 +312,31 @@ impl Baseline {
         }
         Ok(task_response(task))
     }
+
+    /// A new task for `message` (given fresh ids), SUBMITTED.
+    fn new_task(mut message: Message) -> Task {
+        message.task_id = uuid();
+        if message.context_id.is_empty() {
+            message.context_id = uuid();
+        }
+        Task {
+            id: message.task_id.clone(),
+            context_id: message.context_id.clone(),
+            status: Some(status(TaskState::Submitted, None)),
+            history: vec![message],
+            ..Default::default()
+        }
+    }
+}
+
+/// The call's stream: `first`, then what `reader` yields.
+fn feed(first: StreamResponse, reader: Reader) -> EventStream {
+    Box::pin(futures::stream::unfold((Some(first), reader), |(first, mut reader)| async move {
+        if let Some(first) = first {
+            return Some((Ok(first), (None, reader)));
+        }
+        reader.next().await.map(|event| (Ok(event), (None, reader)))
+    }))
 }
 
 #[tonic::async_trait]
@@ -289,30 +345,23 @@ impl A2aService for Baseline {
         &self,
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
-        let mut message =
+        let message =
             request.into_inner().message.ok_or_else(|| Status::invalid_argument("message is required"))?;
-        let text = texts(&message.parts).collect::<Vec<_>>().join("\n");
+        let text = text_of(&message.parts);
         if !message.task_id.is_empty() {
             return self.follow_up(message, &text);
         }
-        message.task_id = uuid();
-        if message.context_id.is_empty() {
-            message.context_id = uuid();
-        }
-        let mut task = Task {
-            id: message.task_id.clone(),
-            context_id: message.context_id.clone(),
-            status: Some(status(TaskState::Submitted, None)),
-            history: vec![message],
-            ..Default::default()
-        };
-        match parse(&text) {
+        let ask = parse(&text);
+        let mut task = Self::new_task(message);
+        match ask {
             Ask::Echo => {
                 task.status = Some(status(TaskState::Completed, None));
+                // Ours reports the A2A dev-1.1 generation (created, artifact, completed): same bytes.
+                task.generation = 3;
                 task.artifacts.push(Artifact {
                     artifact_id: "echo".into(),
                     name: "echo".into(),
-                    parts: vec![text_part(&text)],
+                    parts: vec![Part { content: Some(part::Content::Text(text)), ..Default::default() }],
                     ..Default::default()
                 });
                 Ok(task_response(task))
@@ -332,10 +381,10 @@ impl A2aService for Baseline {
                 self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
                 Ok(task_response(task))
             }
-            Ask::Stream { chunks, wait_ms } => {
+            Ask::Stream { chunks, delay_ms, wait_ms } => {
                 let live = Live { task: task.clone(), events: None };
                 self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
-                self.start_stream(&task, chunks, wait_ms);
+                self.start_stream(&task, chunks, delay_ms, wait_ms);
                 Ok(task_response(task))
             }
         }
@@ -345,9 +394,26 @@ impl A2aService for Baseline {
 
     async fn send_streaming_message(
         &self,
-        _request: Request<SendMessageRequest>,
+        request: Request<SendMessageRequest>,
     ) -> Result<Response<EventStream>, Status> {
-        Err(Status::unimplemented("not part of the baseline"))
+        let message =
+            request.into_inner().message.ok_or_else(|| Status::invalid_argument("message is required"))?;
+        let Ask::Stream { chunks, delay_ms, wait_ms } = parse(&text_of(&message.parts)) else {
+            return Err(Status::unimplemented("the baseline streams `stream E MS [WAIT]` only"));
+        };
+        if !message.task_id.is_empty() {
+            return Err(Status::unimplemented("the baseline streams new tasks only"));
+        }
+        let task = Self::new_task(message);
+        // Subscribed from the start, so the stream misses nothing the execution publishes.
+        let events = Arc::new(Events::new());
+        let woken = events.len.subscribe();
+        let reader =
+            Reader { events: events.clone(), next: 0, woken, pending: Vec::new().into_iter(), done: false };
+        let live = Live { task: task.clone(), events: Some(events) };
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
+        self.start_stream(&task, chunks, delay_ms, wait_ms);
+        Ok(Response::new(feed(StreamResponse { payload: Some(Payload::Task(task)) }, reader)))
     }
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
@@ -363,8 +429,14 @@ impl A2aService for Baseline {
         Err(Status::unimplemented("not part of the baseline"))
     }
 
-    async fn cancel_task(&self, _request: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
-        Err(Status::unimplemented("not part of the baseline"))
+    async fn cancel_task(&self, request: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
+        let id = &request.get_ref().id;
+        let task = {
+            let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.get(id).ok_or_else(|| Status::not_found("no such live task"))?.task.clone()
+        };
+        self.publish(id, self.status_event(&task, TaskState::Canceled));
+        Ok(Response::new(Task { status: Some(status(TaskState::Canceled, None)), ..task }))
     }
 
     type SubscribeToTaskStream = EventStream;
@@ -383,14 +455,7 @@ impl A2aService for Baseline {
             let reader = Reader { events, next, woken, pending: Vec::new().into_iter(), done: false };
             (entry.task.clone(), reader)
         };
-        let first = StreamResponse { payload: Some(Payload::Task(snapshot)) };
-        let stream = futures::stream::unfold((Some(first), reader), |(first, mut reader)| async move {
-            if let Some(first) = first {
-                return Some((Ok(first), (None, reader)));
-            }
-            reader.next().await.map(|event| (Ok(event), (None, reader)))
-        });
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Response::new(feed(StreamResponse { payload: Some(Payload::Task(snapshot)) }, reader)))
     }
 
     async fn create_task_push_notification_config(

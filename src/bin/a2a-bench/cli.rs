@@ -10,6 +10,7 @@ use crate::fanout::{FanoutMethod, FanoutParams};
 use crate::list_stall::ListStallParams;
 use crate::memory::MemoryParams;
 use crate::push::PushParams;
+use crate::running::RunningParams;
 use crate::scenarios::{FirstEventParams, Stop, UnaryParams};
 
 /// a2a-bench: benchmark an A2A v1.0 endpoint against a bare tonic server.
@@ -76,8 +77,8 @@ pub struct Args {
     #[arg(long)]
     pub warmup_secs: Option<f64>,
 
-    /// unary: connections the workers share.
-    #[arg(long, default_value_t = 1)]
+    /// unary: HTTP/2 connections the calls are spread over, round-robin.
+    #[arg(long, default_value_t = 4)]
     pub unary_connections: usize,
 
     /// unary: the message text (the demo agent echoes anything that is not a command).
@@ -111,6 +112,10 @@ pub struct Args {
     /// memory: tasks and streams to open per phase [default: 10000; quick: 200].
     #[arg(long)]
     pub memory_count: Option<usize>,
+
+    /// running: tasks with an execution in flight and their stream open [default: 5000; quick: 100].
+    #[arg(long)]
+    pub running_count: Option<usize>,
 
     /// list-stall: finished tasks stored before measuring [default: 100000; quick: 2000].
     #[arg(long)]
@@ -177,7 +182,11 @@ pub enum Scenario {
     Unary,
     FanOut,
     FirstEvent,
+    /// RSS per idle task, per idle task with a subscriber, per idle stream.
     Memory,
+    /// RSS per task whose execution is in flight with its SendStreamingMessage stream open
+    /// (`stream 100000 60000`), on a fresh server.
+    Running,
     /// RSS per parked task once its actor has hibernated (our server only, on a fresh server
     /// started with a 1 s idle timeout).
     Hibernate,
@@ -218,6 +227,7 @@ pub struct Plan {
     pub fanout: Vec<FanoutParams>,
     pub first_event: FirstEventParams,
     pub memory: MemoryParams,
+    pub running: RunningParams,
     pub push: PushParams,
     pub list_stall: ListStallParams,
     /// With --fleet.
@@ -302,6 +312,7 @@ impl Plan {
                     Scenario::FanOut,
                     Scenario::FirstEvent,
                     Scenario::Memory,
+                    Scenario::Running,
                     Scenario::Hibernate,
                 ]
             } else {
@@ -325,6 +336,12 @@ impl Plan {
             },
             memory: MemoryParams {
                 count: args.memory_count.unwrap_or(choose(q, 200, 10_000)).max(1),
+                streams_per_connection: spc,
+                concurrency: 32,
+                timeout,
+            },
+            running: RunningParams {
+                count: args.running_count.unwrap_or(choose(q, 100, 5_000)).max(1),
                 streams_per_connection: spc,
                 concurrency: 32,
                 timeout,

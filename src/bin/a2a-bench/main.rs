@@ -7,31 +7,46 @@
 //! cargo run --release --bin a2a-bench -- --spawn-server target/release/a2a-server --baseline --quick
 //! ```
 //!
-//! Scenarios (each a group of rows): `unary` (SendMessage echo at concurrency C), `fan-out` (one
-//! task, N subscribers, a burst of E events), `first-event` (SubscribeToTask latency with N
-//! subscribers attached) and `memory` (RSS per idle task and per idle stream; needs the server's
-//! PID). The fan-out, first-event and memory scenarios rely on the demo agent's `input` and
+//! Scenarios (each a group of rows): `unary` (SendMessage echo, C calls in flight spread
+//! round-robin over `--unary-connections` HTTP/2 connections), `fan-out` (one task, N
+//! subscribers, a burst of E events), `first-event` (SubscribeToTask latency with N subscribers
+//! attached), `memory` (RSS per idle task and per idle stream) and `running` (RSS per task whose
+//! execution is in flight with its SendStreamingMessage stream open); the memory scenarios need
+//! the server's PID and run on fresh server processes when the benchmark started them. The
+//! fan-out, first-event and memory scenarios rely on the demo agent's `input` and
 //! `stream E MS [WAIT]` behaviours, so another server must host an agent that behaves alike.
 //! `resume` (not in the default set) runs an agent of its own on an in-process server.
 //! `list-stall` and `auth` (not in the default set either) each start fresh servers of their
 //! own: one retaining 100,000 finished tasks, and servers without and with `--auth`.
 //!
+//! Server CPU time (all threads' `/proc/PID/task/*/schedstat`, over the measured window) is
+//! reported per call in the unary rows and per delivered event in the fan-out rows, for our
+//! server and for the baseline: unlike throughput, it does not depend on how much of the shared
+//! CPUs the client takes. The unary client is kept light all the same, as what it takes caps
+//! both servers' throughput ([`scenarios::unary`]: bare HTTP/2 connections, one prebuilt
+//! request cloned per call, no per-call timer, a preallocated [`latency`] histogram), and its
+//! own CPU per call is reported too.
+//!
 //! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`],
-//! [`memory`], [`resume`], [`list_stall`] and [`auth`] (what is measured),
-//! [`baseline`] (the comparison server), [`process`] (child servers, RSS), [`report`] (table,
-//! JSON).
+//! [`memory`], [`running`], [`resume`], [`list_stall`] and [`auth`] (what is measured),
+//! [`fresh`] (scenarios on servers of their own), [`baseline`] (the comparison server),
+//! [`process`] (child servers, RSS, CPU), [`latency`] (the unary latency histogram),
+//! [`report`] (table, JSON).
 mod auth;
 mod baseline;
 mod cli;
 mod driver;
 mod fanout;
 mod fleet;
+mod fresh;
+mod latency;
 mod list_stall;
 mod memory;
 mod process;
 mod push;
 mod report;
 mod resume;
+mod running;
 mod scenarios;
 
 use std::net::SocketAddr;
@@ -245,7 +260,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             Scenario::Hibernate => {
                 let p = &plan.memory;
                 let params = format!("M={} idle={}s", p.count, memory::IDLE_SECS);
-                let measured = run.ours_only("hibernate", hibernate_on(&ours, p).await);
+                let measured = run.ours_only("hibernate", fresh::hibernate_on(&ours, p).await);
                 rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Resume => {
@@ -260,11 +275,11 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                     "tasks={} loops={} page={} C={}",
                     p.tasks, p.loops, p.page_size, p.unary.concurrency
                 );
-                let measured = run.ours_only("list-stall", list_stall_on(&ours, p).await);
+                let measured = run.ours_only("list-stall", fresh::list_stall_on(&ours, p).await);
                 rows.extend(report::rows("list-stall", &binding, &params, measured.as_ref(), None));
             }
             Scenario::Auth => {
-                for (kind, measured) in auth_on(&ours, &plan.unary, &mut run).await {
+                for (kind, measured) in fresh::auth_on(&ours, &plan.unary, &mut run).await {
                     let params = format!("{kind} C={}", plan.unary.concurrency);
                     rows.extend(report::rows("auth", &binding, &params, measured.as_ref(), None));
                 }
@@ -286,13 +301,27 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 }
                 let heap_used = run.heap_used;
                 let (o, b) = both("memory", &ours, baseline.as_ref(), &mut run, |server, label| {
-                    memory_on(server, label, p, heap_used)
+                    fresh::memory_on(server, label, heap_used, |target, pid| async move {
+                        memory::memory(&target, pid, p).await
+                    })
                 })
                 .await;
                 rows.extend(report::rows("memory", &binding, &params, o.as_ref(), b.as_ref()));
             }
+            Scenario::Running => {
+                let p = &plan.running;
+                let params = format!("M={} `{}`", p.count, running::COMMAND);
+                let heap_used = run.heap_used;
+                let (o, b) = both("running", &ours, baseline.as_ref(), &mut run, |server, label| {
+                    fresh::memory_on(server, label, heap_used, |target, pid| async move {
+                        running::running(&target, pid, p).await
+                    })
+                })
+                .await;
+                rows.extend(report::rows("running", &binding, &params, o.as_ref(), b.as_ref()));
+            }
         }
-        run.heap_used |= *scenario != Scenario::Memory;
+        run.heap_used |= !matches!(scenario, Scenario::Memory | Scenario::Running);
     }
 
     output(&args, &binding, rows, run.notes, report::COLUMNS)?;
@@ -367,103 +396,6 @@ async fn start_baseline(in_process: bool) -> Result<Server, BoxError> {
     let exe = std::env::current_exe()?;
     let args = ["baseline-server", "--listen", "127.0.0.1:0"].map(String::from).into();
     Server::spawn(exe, args, Binding::Grpc, "the baseline").await
-}
-
-/// The memory scenario on one server: on a fresh instance when the benchmark started the
-/// server, because RSS deltas only see new pages and the earlier scenarios leave freed heap
-/// behind that new tasks would quietly reuse; on the server itself otherwise (with a note if
-/// this run already used its heap).
-async fn memory_on(
-    server: &Server,
-    label: &str,
-    p: &memory::MemoryParams,
-    heap_used: bool,
-) -> Result<Option<Measured>, BoxError> {
-    if let Some(fresh) = server.fresh(&format!("a fresh {label} for the memory scenario")).await? {
-        let result = match fresh.pid {
-            Some(pid) => memory::memory(&fresh.target, pid, p).await,
-            None => Err("the fresh server has no PID".into()),
-        };
-        fresh.stop().await;
-        return result.map(Some);
-    }
-    let Some(pid) = server.pid else { return Ok(None) };
-    let mut measured = memory::memory(&server.target, pid, p).await?;
-    if heap_used {
-        measured.notes.push(
-            "measured on a server that already ran other scenarios: freed heap gets reused, so the \
-         per-item figures may be low (run --scenarios memory alone on a fresh server)"
-                .into(),
-        );
-    }
-    Ok(Some(measured))
-}
-
-/// The hibernate scenario on a fresh instance of our server with a short idle timeout; skipped
-/// (with a note) for a server this run did not start.
-async fn hibernate_on(server: &Server, p: &memory::MemoryParams) -> Result<Option<Measured>, BoxError> {
-    let idle = memory::IDLE_SECS.to_string();
-    let extra = ["--task-idle-secs", idle.as_str()];
-    let Some(fresh) = server.fresh_with(&extra, "a fresh ours for the hibernate scenario").await? else {
-        return Err("needs --spawn-server (a server started with --task-idle-secs)".into());
-    };
-    let result = match fresh.pid {
-        Some(pid) => memory::hibernated(&fresh.target, pid, p).await,
-        None => Err("the fresh server has no PID".into()),
-    };
-    fresh.stop().await;
-    result.map(Some)
-}
-
-/// The list-stall scenario on a fresh instance of our server that retains every task it stores.
-async fn list_stall_on(
-    server: &Server,
-    p: &list_stall::ListStallParams,
-) -> Result<Option<Measured>, BoxError> {
-    let extra = p.server_args();
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let Some(fresh) = server.fresh_with(&extra, "a fresh ours for the list-stall scenario").await? else {
-        return Err("needs --spawn-server (a server retaining every task it stores)".into());
-    };
-    let result = list_stall::list_stall(&fresh.target, fresh.pid, p).await;
-    fresh.stop().await;
-    result.map(Some)
-}
-
-/// The auth scenario: each kind of credential on a fresh server (one without `--auth` for
-/// "none", one with the generated auth file for the others), a row each.
-async fn auth_on(
-    server: &Server,
-    p: &scenarios::UnaryParams,
-    run: &mut RunState,
-) -> Vec<(&'static str, Option<Measured>)> {
-    let servers = async {
-        let setup = auth::AuthSetup::create()?;
-        let args: Vec<&str> = setup.server_args.iter().map(String::as_str).collect();
-        let plain = server.fresh("a fresh ours without --auth").await?;
-        let authed = server.fresh_with(&args, "a fresh ours with --auth").await?;
-        match (plain, authed) {
-            (Some(plain), Some(authed)) => Ok((setup, plain, authed)),
-            _ => Err(BoxError::from("needs --spawn-server (servers started with and without --auth)")),
-        }
-    };
-    let (setup, plain, authed) = match servers.await {
-        Ok(servers) => servers,
-        Err(error) => {
-            run.ours_only("auth", Err(error));
-            return Vec::new();
-        }
-    };
-    let mut rows = Vec::new();
-    for kind in auth::KINDS {
-        let on = if kind == "none" { &plain } else { &authed };
-        eprintln!("a2a-bench: auth ({kind}) …");
-        let measured = auth::measure(&on.target, on.pid, &setup, kind, p).await.map(Some);
-        rows.push((kind, run.ours_only(&format!("auth ({kind})"), measured)));
-    }
-    plain.stop().await;
-    authed.stop().await;
-    rows
 }
 
 /// Runs one scenario on our server, then on the baseline. A failure becomes a note (and a

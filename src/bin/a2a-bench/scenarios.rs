@@ -3,18 +3,21 @@
 //! `main` runs it against our server and the baseline in turn, with the same client, so that
 //! client costs weigh the same on both sides. The fan-out is in [`crate::fanout`], the memory
 //! scenario in [`crate::memory`].
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::proto::stream_response::Payload;
-use a2a_server::proto::{StreamResponse, Task, TaskState};
+use a2a_server::proto::{SendMessageRequest, StreamResponse, Task, TaskState};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message as _;
 
 use crate::BoxError;
-use crate::driver::{CALL_TIMEOUT, Conn, Sub, Target, fresh_message, send_request, task_state, user_message};
+use crate::driver::{
+    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, user_message,
+};
 use crate::fleet::{Per, Probe};
+use crate::latency::Histogram;
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric, percentile};
 
@@ -52,15 +55,18 @@ pub struct UnaryParams {
 /// answer, and sends again, so `concurrency` is the number of calls in flight.
 ///
 /// With the server's PID, also the server CPU time per call: unlike requests/s, it does not
-/// depend on how much of the shared CPUs the client (or anyone else) takes.
+/// depend on how much of the shared CPUs the client (or anyone else) takes. The client is kept
+/// as light as it can be all the same (bare HTTP/2 connections, one prebuilt request cloned per
+/// call, no timer per call, a preallocated histogram: see `unary_load`), since what it takes
+/// of the shared CPUs caps the throughput of both servers.
 pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
     unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None).await
 }
 
-/// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and with more
-/// than one server every worker sends its successive calls round-robin over them, as a load
-/// balancer would. Server CPU is summed over `pids`; with a `probe`, Redis commands and CPU per
-/// call are added.
+/// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and every
+/// worker sends its successive calls round-robin over all the connections (so over the
+/// servers too, as a load balancer would). Server CPU is summed over `pids`; with a `probe`,
+/// Redis commands and CPU per call are added.
 pub async fn unary_spread(
     targets: &[Target],
     pids: &[u32],
@@ -70,23 +76,28 @@ pub async fn unary_spread(
     let mut conns = Vec::new();
     for _ in 0..p.connections {
         for target in targets {
-            conns.push(target.connect().await?);
+            conns.push(target.connect_unary().await?);
         }
     }
-    let rotate = targets.len() > 1;
-    let probe_request = send_request(user_message("bench-probe".into(), &p.text, None), false);
-    let response_bytes = conns[0].send(probe_request).await?.encoded_len();
+    // One request for every call (a fixed messageId: neither server dedupes them).
+    let request = send_request(user_message("bench-unary".into(), &p.text, None), false);
+    let mut first = conns[0].clone();
+    let response_bytes = tokio::time::timeout(CALL_TIMEOUT, first.send(request.clone()))
+        .await
+        .map_err(|_| format!("SendMessage: no answer within {CALL_TIMEOUT:?}"))??
+        .encoded_len();
     if !p.warmup.is_zero() {
-        unary_load(&conns, p.concurrency, &p.text, Stop::After(p.warmup), rotate).await;
+        unary_load(&conns, p.concurrency, &request, Stop::After(p.warmup)).await;
     }
     let mark = match probe {
         Some(probe) => Some(probe.mark().await?),
         None => None,
     };
     let (cpu, client_cpu) = (CpuMeter::start_all(pids), CpuMeter::start(Some(std::process::id())));
-    let load = unary_load(&conns, p.concurrency, &p.text, p.stop, rotate).await;
+    let load = unary_load(&conns, p.concurrency, &request, p.stop).await;
     let (cpu, client_cpu) = (cpu.elapsed(), client_cpu.elapsed());
-    if load.nanos.is_empty() {
+    let calls = load.latencies.len() as f64;
+    if calls == 0.0 {
         return Err(format!(
             "no SendMessage succeeded ({} errors; first: {})",
             load.errors,
@@ -98,11 +109,10 @@ pub async fn unary_spread(
     if let Some(error) = load.first_error {
         notes.push(format!("{} SendMessage errors, the first: {error}", load.errors));
     }
-    let calls = load.nanos.len() as f64;
     let mut metrics = vec![
         Metric::new("throughput", "req/s", calls / load.elapsed.as_secs_f64(), Better::Higher),
-        Metric::new("latency p50", "µs", micros(&load.nanos, 0.50), Better::Lower),
-        Metric::new("latency p99", "µs", micros(&load.nanos, 0.99), Better::Lower),
+        Metric::new("latency p50", "µs", load.latencies.percentile(0.50) / 1000.0, Better::Lower),
+        Metric::new("latency p99", "µs", load.latencies.percentile(0.99) / 1000.0, Better::Lower),
     ];
     if let Some(cpu) = cpu {
         metrics.push(Metric::new("server CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Lower));
@@ -121,92 +131,147 @@ pub async fn unary_spread(
     Ok(Measured { metrics, notes })
 }
 
-/// How long a unary call may take before it counts as an error; a server that never answers
-/// one call must not hang the benchmark.
+/// How long a unary call may go unanswered before its worker is abandoned and the call counts
+/// as an error; a server that never answers one call must not hang the benchmark.
 const UNARY_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often the coordinator looks for stalled workers.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
 struct Load {
-    /// Latencies of the successful calls, sorted.
-    nanos: Vec<u64>,
+    /// Latencies of the successful calls.
+    latencies: Histogram,
     errors: u64,
     first_error: Option<String>,
     elapsed: Duration,
 }
 
-/// `rotate`: worker w sends its i-th call on `conns[(w + i) % len]` (round-robin over servers)
-/// instead of always on `conns[w % len]`.
-async fn unary_load(conns: &[Conn], concurrency: usize, text: &str, stop: Stop, rotate: bool) -> Load {
+/// What one worker has done so far, written by it alone and read by the coordinator (also
+/// after abandoning it).
+#[derive(Default)]
+struct WorkerState {
+    latencies: Histogram,
+    errors: AtomicU64,
+    /// Calls finished, answered or failed: the coordinator's sign of life.
+    finished: AtomicU64,
+    /// When the latest answer arrived, in nanoseconds since the load began.
+    last_answer: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+/// Bumps a counter only its owner writes (no locked instruction).
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+/// `concurrency` closed-loop workers; worker w sends its i-th call on `conns[(w + i) % len]`,
+/// so calls spread round-robin over every connection (and over the servers of a fleet).
+///
+/// The hot path is as light as the client can be: gRPC calls go straight to hyper's HTTP/2
+/// connection (see [`UnaryConn`]), the request is built once and its clone is the only
+/// allocation per call (besides tonic's and hyper's own and decoding the answer), each worker
+/// owns its clients (no clone per call) and its latency histogram (no growing vector), and no
+/// timer is armed per call: the coordinator abandons a worker whose call has gone unanswered for
+/// [`UNARY_CALL_TIMEOUT`], counting that call as an error.
+async fn unary_load(
+    conns: &[UnaryConn],
+    concurrency: usize,
+    request: &SendMessageRequest,
+    stop: Stop,
+) -> Load {
     let start = Instant::now();
-    let budget = Arc::new(AtomicI64::new(match stop {
-        Stop::Requests(n) => n as i64,
-        Stop::After(_) => i64::MAX,
-    }));
+    let budget = match stop {
+        Stop::Requests(n) => Some(Arc::new(AtomicI64::new(n as i64))),
+        Stop::After(_) => None,
+    };
     let deadline = match stop {
         Stop::After(d) => Some(start + d),
         Stop::Requests(_) => None,
     };
     let workers: Vec<_> = (0..concurrency.max(1))
         .map(|worker| {
-            let conns = conns.to_vec();
-            let text = text.to_owned();
+            let state = Arc::new(WorkerState::default());
+            let mine = state.clone();
+            let mut conns = conns.to_vec();
+            let request = request.clone();
             let budget = budget.clone();
-            tokio::spawn(async move {
-                let mut nanos = Vec::with_capacity(4096);
-                let (mut errors, mut first_error) = (0u64, None);
-                let mut last_success = start;
-                for i in 0u64.. {
-                    if deadline.is_some_and(|d| Instant::now() >= d)
-                        || budget.fetch_sub(1, Ordering::Relaxed) <= 0
+            let handle = tokio::spawn(async move {
+                let count = conns.len();
+                let mut next = worker % count;
+                loop {
+                    let sent = Instant::now();
+                    if deadline.is_some_and(|d| sent >= d)
+                        || budget.as_ref().is_some_and(|b| b.fetch_sub(1, Ordering::Relaxed) <= 0)
                     {
                         break;
                     }
-                    let request =
-                        send_request(user_message(format!("bench-{worker}-{i}"), &text, None), false);
-                    let conn = &conns[(worker + if rotate { i as usize } else { 0 }) % conns.len()];
-                    let sent = Instant::now();
-                    match tokio::time::timeout(UNARY_CALL_TIMEOUT, conn.send(request)).await {
-                        Ok(Ok(_)) => {
-                            last_success = Instant::now();
-                            nanos.push(last_success.duration_since(sent).as_nanos() as u64);
+                    let conn = &mut conns[next];
+                    next = if next + 1 == count { 0 } else { next + 1 };
+                    let result = conn.send(request.clone()).await;
+                    let answered = Instant::now();
+                    match result {
+                        Ok(_) => {
+                            mine.latencies.record(answered.duration_since(sent).as_nanos() as u64);
+                            let since_start = answered.duration_since(start).as_nanos() as u64;
+                            mine.last_answer.store(since_start, Ordering::Relaxed);
                         }
-                        Ok(Err(error)) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| error.to_string());
-                        }
-                        Err(_) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| {
-                                format!("no answer within {UNARY_CALL_TIMEOUT:?} (call abandoned)")
-                            });
+                        Err(error) => {
+                            bump(&mine.errors, 1);
+                            let mut first = mine.first_error.lock().unwrap_or_else(|e| e.into_inner());
+                            first.get_or_insert_with(|| error.to_string());
                         }
                     }
+                    bump(&mine.finished, 1);
                 }
-                (nanos, errors, first_error, last_success)
-            })
+            });
+            (state, handle)
         })
         .collect();
-    let mut load = Load { nanos: Vec::new(), errors: 0, first_error: None, elapsed: Duration::ZERO };
-    let mut end = start;
-    for worker in workers {
-        match worker.await {
-            Ok((nanos, errors, first_error, last_success)) => {
-                end = end.max(last_success);
-                load.nanos.extend(nanos);
-                load.errors += errors;
-                if load.first_error.is_none() {
-                    load.first_error = first_error;
-                }
+    let mut load =
+        Load { latencies: Histogram::default(), errors: 0, first_error: None, elapsed: Duration::ZERO };
+    // The coordinator: waits for the workers, abandoning any whose call has stalled.
+    let mut seen: Vec<(u64, Instant)> = vec![(0, Instant::now()); workers.len()];
+    loop {
+        let mut running = false;
+        for ((state, handle), (finished, since)) in workers.iter().zip(seen.iter_mut()) {
+            if handle.is_finished() {
+                continue;
             }
-            Err(panic) => {
+            let now_finished = state.finished.load(Ordering::Relaxed);
+            if now_finished != *finished {
+                (*finished, *since) = (now_finished, Instant::now());
+            } else if since.elapsed() >= UNARY_CALL_TIMEOUT {
+                handle.abort();
                 load.errors += 1;
-                load.first_error.get_or_insert_with(|| format!("worker failed: {panic}"));
+                load.first_error.get_or_insert_with(|| {
+                    format!("no answer within {UNARY_CALL_TIMEOUT:?} (call and its worker abandoned)")
+                });
+                continue;
             }
+            running = true;
+        }
+        if !running {
+            break;
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+    let mut last_answer = 0;
+    for (state, handle) in workers {
+        if let Err(error) = handle.await
+            && error.is_panic()
+        {
+            load.errors += 1;
+            load.first_error.get_or_insert_with(|| format!("worker failed: {error}"));
+        }
+        load.latencies.merge(&state.latencies);
+        load.errors += state.errors.load(Ordering::Relaxed);
+        last_answer = last_answer.max(state.last_answer.load(Ordering::Relaxed));
+        if load.first_error.is_none() {
+            load.first_error = state.first_error.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
     }
-    // Up to the last answer, so that a call abandoned after UNARY_CALL_TIMEOUT does not dilute
-    // the rate of the others.
-    load.elapsed = end.duration_since(start);
-    load.nanos.sort_unstable();
+    // Up to the last answer, so that an abandoned call does not dilute the rate of the others.
+    load.elapsed = Duration::from_nanos(last_answer);
     load
 }
 

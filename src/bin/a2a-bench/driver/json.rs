@@ -134,6 +134,21 @@ impl JsonConn {
                 self.call(http::Method::GET, &format!("/tasks/{task_id}:subscribe"), None).await?
             }
         };
+        self.sse(response).await
+    }
+
+    /// SendStreamingMessage: resolves when the server has sent the response head.
+    pub async fn send_streaming(&self, request: &SendMessageRequest) -> Result<SseStream, BoxError> {
+        let (path, body) = match self.flavor {
+            Flavor::JsonRpc => ("/", Self::rpc("SendStreamingMessage", &protojson::encode(request))?),
+            Flavor::Rest => ("/message:stream", protojson::encode_string(request).into_bytes()),
+        };
+        let response = self.call(http::Method::POST, path, Some(body)).await?;
+        self.sse(response).await
+    }
+
+    /// The SSE stream of a response, or the error it carries instead.
+    async fn sse(&self, response: Response<AxumBody>) -> Result<SseStream, BoxError> {
         let is_sse = response
             .headers()
             .get(header::CONTENT_TYPE)

@@ -6,6 +6,7 @@
 //! values whatever the wire. Dispatch is by enum rather than trait objects: the hot calls stay
 //! unboxed, and adding a binding is one variant plus its match arms in [`Target::connect`],
 //! [`Conn`] and [`Sub`].
+mod bare;
 mod json;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxError;
+pub use bare::UnaryConn;
 use json::{Flavor, JsonConn, SseStream};
 
 /// The A2A protocol bindings a2a-bench can speak (`--binding`).
@@ -126,11 +128,17 @@ pub struct GrpcConn {
 
 impl GrpcConn {
     fn new(channel: Channel, credential: Option<&Credential>) -> Result<Self, BoxError> {
-        let credential = match credential {
+        Ok(Self { client: A2aServiceClient::new(channel), credential: Self::metadata(credential)? })
+    }
+
+    /// The credential as gRPC metadata.
+    fn metadata(
+        credential: Option<&Credential>,
+    ) -> Result<Option<(AsciiMetadataKey, AsciiMetadataValue)>, BoxError> {
+        Ok(match credential {
             Some(c) => Some((c.header.as_str().parse()?, AsciiMetadataValue::try_from(c.value.as_bytes())?)),
             None => None,
-        };
-        Ok(Self { client: A2aServiceClient::new(channel), credential })
+        })
     }
 
     /// A client for one call (clones share the connection) and the request with metadata.
@@ -156,6 +164,21 @@ impl Conn {
             }
         };
         bounded("SendMessage", call).await
+    }
+
+    /// SendStreamingMessage. Returns once the server has answered the call; the items follow
+    /// on the stream.
+    pub async fn send_streaming(&self, request: SendMessageRequest) -> Result<Sub, BoxError> {
+        let call = async {
+            match self {
+                Conn::Grpc(grpc) => {
+                    let (mut client, request) = grpc.call(request);
+                    Ok(Sub::Grpc(client.send_streaming_message(request).await?.into_inner()))
+                }
+                Conn::Json(conn) => Ok(Sub::Sse(conn.send_streaming(&request).await?)),
+            }
+        };
+        bounded("SendStreamingMessage", call).await
     }
 
     /// SendMessage whose answer must be a Task.
