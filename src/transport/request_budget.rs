@@ -58,6 +58,11 @@ impl RequestBudget {
         seen < self.max_struct_values
     }
 
+    /// Whether more structured values came than the limit.
+    pub(super) fn struct_values_over(&self) -> bool {
+        self.max_struct_values != 0 && self.struct_values.get() > self.max_struct_values
+    }
+
     /// The core's error for the first limit the request went over.
     pub fn admit(&self) -> Result<(), A2aError> {
         if self.parts_over.get() > 0 {

@@ -95,6 +95,12 @@ impl<'a> UniqueKeys<'a> {
         !self.in_struct || self.budget.is_none_or(RequestBudget::admit_struct_value)
     }
 
+    /// Whether the request is already over its budget of structured values: nothing more of it
+    /// is built (it will be refused).
+    fn over_budget(self) -> bool {
+        self.budget.is_some_and(RequestBudget::struct_values_over)
+    }
+
     fn build<E>(self, make: impl FnOnce() -> Value) -> Result<Value, E> {
         Ok(if self.admit() { make() } else { Value::Null })
     }
@@ -162,6 +168,10 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
         while items.len() < limit {
             match seq.next_element_seed(self.element())? {
+                Some(_) if self.over_budget() => {
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    return Ok(Value::Null);
+                }
                 Some(value) => items.push(value),
                 None => return Ok(Value::Array(items)),
             }
@@ -186,6 +196,10 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
             match object.entry(key) {
                 Entry::Vacant(slot) => {
                     let value = map.next_value_seed(self.member(slot.key()))?;
+                    if self.over_budget() {
+                        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                        return Ok(Value::Null);
+                    }
                     slot.insert(value);
                 }
                 Entry::Occupied(taken) => return Err(duplicate(taken.key())),
