@@ -47,26 +47,34 @@ pub async fn memory(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measu
         drop(attach(&conns, spc, ids.iter().map(String::as_str)).await?);
         finish_tasks(&conns, &ids, p.concurrency).await
     };
-    within(p.timeout, "warm-up", warm_up).await?;
+    within("memory", p.timeout, "warm-up", warm_up).await?;
     let rss0 = settled_rss_kib(pid).await?;
 
-    let ids = within(p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    let ids = within("memory", p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
     let rss1 = settled_rss_kib(pid).await?;
 
-    let spread =
-        within(p.timeout, "one stream per task", attach(spread_conns, spc, ids.iter().map(String::as_str)))
-            .await?;
+    let spread = within(
+        "memory",
+        p.timeout,
+        "one stream per task",
+        attach(spread_conns, spc, ids.iter().map(String::as_str)),
+    )
+    .await?;
     let rss2 = settled_rss_kib(pid).await?;
 
     let one = ids[0].as_str();
-    let crowd =
-        within(p.timeout, "streams on one task", attach(one_task_conns, spc, std::iter::repeat_n(one, m)))
-            .await?;
+    let crowd = within(
+        "memory",
+        p.timeout,
+        "streams on one task",
+        attach(one_task_conns, spc, std::iter::repeat_n(one, m)),
+    )
+    .await?;
     let rss3 = settled_rss_kib(pid).await?;
 
     drop(crowd);
     drop(spread);
-    within(p.timeout, "finishing tasks", finish_tasks(&conns, &ids, p.concurrency)).await?;
+    within("memory", p.timeout, "finishing tasks", finish_tasks(&conns, &ids, p.concurrency)).await?;
 
     let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
     Ok(Measured {
@@ -98,13 +106,14 @@ pub async fn hibernated(target: &Target, pid: u32, p: &MemoryParams) -> Result<M
     let conns = target.connect_many(4).await?;
     let parked = || tokio::time::sleep(Duration::from_millis(IDLE_SECS * 1000 + 1500));
     let started = Instant::now();
-    within(p.timeout, "warm-up", create_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency)).await?;
+    within("memory", p.timeout, "warm-up", create_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency))
+        .await?;
     parked().await;
     let rss0 = settled_rss_kib(pid).await?;
-    within(p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    within("memory", p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
     parked().await;
     let rss1 = settled_rss_kib(pid).await?;
-    within(p.timeout, "creating more tasks", create_tasks(&conns, m, p.concurrency)).await?;
+    within("memory", p.timeout, "creating more tasks", create_tasks(&conns, m, p.concurrency)).await?;
     parked().await;
     let rss2 = settled_rss_kib(pid).await?;
     let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
@@ -145,13 +154,14 @@ async fn finish_tasks(conns: &[Conn], ids: &[String], concurrency: usize) -> Res
         .await
 }
 
-/// `fut`, or an error naming the phase if it takes longer than `timeout`.
-async fn within<T>(
+/// `fut`, or an error naming the scenario and phase if it takes longer than `timeout`.
+pub(crate) async fn within<T>(
+    scenario: &str,
     timeout: Duration,
     what: &str,
     fut: impl Future<Output = Result<T, BoxError>>,
 ) -> Result<T, BoxError> {
     tokio::time::timeout(timeout, fut)
         .await
-        .map_err(|_| format!("memory: {what} took longer than {timeout:?}"))?
+        .map_err(|_| format!("{scenario}: {what} took longer than {timeout:?}"))?
 }

@@ -20,6 +20,7 @@ use crate::BoxError;
 use crate::driver::{
     CALL_TIMEOUT, Conn, Sub, Target, fresh_message, is_terminal, send_request, task_state_of,
 };
+use crate::memory::within;
 use crate::process::settled_rss_kib;
 use crate::report::{Better, Measured, Metric};
 
@@ -45,14 +46,16 @@ pub async fn running(target: &Target, pid: u32, p: &RunningParams) -> Result<Mea
         let held = start_tasks(&conns, spc, (m / 20).clamp(1, 200), p.concurrency).await?;
         cancel_tasks(&conns, held, p.concurrency).await
     };
-    within(p.timeout, "warm-up", warm_up).await?;
+    within("running", p.timeout, "warm-up", warm_up).await?;
     let rss0 = settled_rss_kib(pid).await?;
 
-    let held = within(p.timeout, "starting tasks", start_tasks(&conns, spc, m, p.concurrency)).await?;
+    let held =
+        within("running", p.timeout, "starting tasks", start_tasks(&conns, spc, m, p.concurrency)).await?;
     let rss1 = settled_rss_kib(pid).await?;
 
     let mut notes = Vec::new();
-    if let Err(error) = within(p.timeout, "canceling tasks", cancel_tasks(&conns, held, p.concurrency)).await
+    if let Err(error) =
+        within("running", p.timeout, "canceling tasks", cancel_tasks(&conns, held, p.concurrency)).await
     {
         notes.push(format!("running: cleaning up: {error}"));
     }
@@ -126,15 +129,4 @@ async fn cancel_tasks(conns: &[Conn], held: Vec<(String, Sub)>, concurrency: usi
         .buffer_unordered(concurrency.max(1))
         .try_collect::<()>()
         .await
-}
-
-/// `fut`, or an error naming the phase if it takes longer than `timeout`.
-async fn within<T>(
-    timeout: Duration,
-    what: &str,
-    fut: impl Future<Output = Result<T, BoxError>>,
-) -> Result<T, BoxError> {
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| format!("running: {what} took longer than {timeout:?}"))?
 }
