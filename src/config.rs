@@ -57,13 +57,14 @@ pub struct Config {
     #[arg(long, env = "A2A_TASK_RETENTION_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub task_retention_bytes: u64,
 
-    /// Events each live task keeps so that subscribers which fall behind can catch up.
-    #[arg(long, env = "A2A_EVENT_LOG_CAPACITY", default_value_t = 4096,
+    /// Events each live task keeps at most so that subscribers which fall behind can catch up;
+    /// a backstop: `--event-log-bytes` is the bound that normally holds.
+    #[arg(long, env = "A2A_EVENT_LOG_CAPACITY", default_value_t = crate::core::DEFAULT_EVENT_LOG_CAPACITY as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub event_log_capacity: u64,
 
-    /// Bytes of events (encoded) each live task keeps for catch-up; bounds memory when agents
-    /// emit large artifacts.
+    /// Memory each live task's event log may hold for catch-up (events counted with their
+    /// overhead and cached encodings, about 4 × encoded size + 400 bytes each).
     #[arg(long, env = "A2A_EVENT_LOG_BYTES", default_value_t = 16 * 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_bytes: u64,
@@ -656,7 +657,7 @@ impl Config {
     pub fn fleet_settings(&self) -> FleetSettings {
         let replica = self.replica_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         FleetSettings {
-            stream_events: self.event_log_capacity as usize,
+            stream_events: (self.event_log_capacity as usize).min(crate::fleet::STREAM_EVENTS),
             log_capacity: self.event_log_capacity as usize,
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             ..FleetSettings::new(replica, Duration::from_millis(self.lease_ms))

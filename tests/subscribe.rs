@@ -213,6 +213,49 @@ async fn a_subscriber_behind_the_log_is_told_to_resubscribe() {
     assert_eq!(chunks, expected, "whatever arrived before the error is contiguous");
 }
 
+/// A burst far longer than the old 4,096-event count bound (the demo agent makes 20,000 chunks
+/// in about a second) is held for readers that did not keep up, with the default settings:
+/// the log's byte bound is what limits it, and 20,000 small events fit in it.
+#[tokio::test]
+async fn a_burst_of_twenty_thousand_events_is_held_for_readers_that_did_not_keep_up() {
+    const EVENTS: usize = 20_000;
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    let task = idle_task(&mut client).await;
+    // HTTP/2's smallest windows, so the server can hand over only a few events ahead of what
+    // each client reads: the rest must wait in the log.
+    let narrow = || async {
+        let channel = tonic::transport::Endpoint::from_shared(server.url())
+            .unwrap()
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .connect()
+            .await
+            .expect("connect");
+        A2aServiceClient::new(channel)
+    };
+    let mut subscriber_client = narrow().await;
+    let subscriber = subscribe(&mut subscriber_client, &task).await;
+    // The caller's own stream, too: it reads its first item, then nothing until the end.
+    let mut caller_client = narrow().await;
+    let mut caller = caller_client
+        .send_streaming_message(follow_up(&task, &format!("stream {EVENTS} 0")))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut caller).await.expect("the caller's stream opens");
+    server.wait_until("the burst is over", |core| core.live_tasks() == 0).await;
+    let mut caller_items = vec![first];
+    caller_items.extend(collect(caller).await.expect("the caller's stream ends cleanly"));
+    let subscriber_items = collect(subscriber).await.expect("the subscriber's stream ends cleanly");
+    let expected: Vec<String> = (0..EVENTS).map(|i| format!("chunk {i}")).collect();
+    for (who, items) in [("caller", caller_items), ("subscriber", subscriber_items)] {
+        let chunks: Vec<String> = items.iter().flat_map(chunk_texts).collect();
+        assert!(chunks == expected, "{who}: {} chunks, not the {EVENTS} in order", chunks.len());
+        assert_eq!(item_state(items.last().unwrap()), Some(TaskState::Completed), "{who}");
+    }
+}
+
 #[tokio::test]
 async fn disconnecting_frees_the_subscription() {
     let server = TestServer::start().await;

@@ -42,6 +42,11 @@ use crate::task::store::TaskStore;
 /// number it was taken at).
 pub type EventStream = BoxStream<'static, Result<Arc<TaskEvent>, A2aError>>;
 
+/// Events a task's log keeps at most by default. A backstop only: with the default 16 MiB
+/// `event_log_bytes` at about 400 bytes per small event, the byte bound holds first (about
+/// 40,000 events), so a burst is kept for a lagging subscriber whatever its count.
+pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 65_536;
+
 /// What the server declares and enforces. In the limits (`max_*`), 0 means no limit.
 #[derive(Debug, Clone)]
 pub struct CoreSettings {
@@ -53,9 +58,10 @@ pub struct CoreSettings {
     pub extended_card: Option<AgentCard>,
     /// Extensions a client must request (`required: true` in the card).
     pub required_extensions: Vec<String>,
-    /// Events each task keeps for subscribers that fall behind.
+    /// Events each task keeps at most for subscribers that fall behind (a backstop).
     pub event_log_capacity: usize,
-    /// Encoded bytes of events each task keeps (the newest event is always kept).
+    /// Memory each task's events may hold, as the log counts it (the newest event is always
+    /// kept): the bound that normally limits the log.
     pub event_log_bytes: usize,
     /// Commands (agent events included) each task queues before senders wait.
     pub task_queue_capacity: usize,
@@ -105,7 +111,7 @@ impl Default for CoreSettings {
             push_notifications: false,
             extended_card: None,
             required_extensions: Vec::new(),
-            event_log_capacity: 4096,
+            event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
             event_log_bytes: 16 * 1024 * 1024,
             task_queue_capacity: 64,
             idle_timeout: Some(std::time::Duration::from_secs(60)),

@@ -34,6 +34,12 @@ use crate::task::log::{EventLog, SubscriberCount};
 use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
 use crate::task::{TaskEnv, is_terminal, state_of};
 
+/// Events a task's Redis stream keeps at most (`XADD MAXLEN ~`). Each replica's follower
+/// reads the stream as it grows (512 entries a read) into its own byte-bounded log, so the
+/// stream only has to cover a follower's read lag, not a slow subscriber's; Redis cannot
+/// trim by bytes, so a count much larger would let large artifacts fill Redis.
+pub const STREAM_EVENTS: usize = 4096;
+
 /// How a replica takes part in the fleet.
 #[derive(Debug, Clone)]
 pub struct FleetSettings {
@@ -42,7 +48,7 @@ pub struct FleetSettings {
     /// How long a task's lease lasts unless renewed (`--lease-ms`); an owner that dies is
     /// noticed within about this much.
     pub lease: Duration,
-    /// Events of a task kept in its Redis stream (the event log's count bound).
+    /// Events of a task kept in its Redis stream (at most the event log's count bound).
     pub stream_events: usize,
     /// Events kept per followed task in this replica's log.
     pub log_capacity: usize,
@@ -58,8 +64,8 @@ impl FleetSettings {
         Self {
             replica,
             lease,
-            stream_events: 4096,
-            log_capacity: 4096,
+            stream_events: STREAM_EVENTS,
+            log_capacity: crate::core::DEFAULT_EVENT_LOG_CAPACITY,
             log_bytes: 16 * 1024 * 1024,
             max_followers: 1024,
         }

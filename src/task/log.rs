@@ -57,9 +57,23 @@ impl TaskEvent {
     }
 }
 
+/// What the byte bound charges for one event besides its encoding: the event's struct (480
+/// bytes: the payload enum is as large as a whole Task), the slot and count that point to it,
+/// and the allocator's share of its ids and parts.
+const EVENT_OVERHEAD: usize = size_of::<TaskEvent>() + size_of::<Arc<TaskEvent>>() + 64;
+
+/// The memory one event holds, as the byte bound counts it: its overhead, the decoded event's
+/// heap (about its encoded size) and one cached encoding (about as long). So
+/// `--event-log-bytes` bounds memory rather than wire bytes (within about 1.5×: a second,
+/// ProtoJSON, encoding is cached when SSE subscribers read too), and a burst of small events
+/// is bounded by it rather than by the event count.
+fn footprint(event: &TaskEvent) -> usize {
+    EVENT_OVERHEAD + 2 * prost::Message::encoded_len(&event.response)
+}
+
 struct Ring {
     events: VecDeque<Arc<TaskEvent>>,
-    /// Encoded size of `events`.
+    /// The [`footprint`] of `events`.
     bytes: usize,
     /// Sequence number of the newest event (0 before the first).
     last_seq: u64,
@@ -88,9 +102,10 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// An empty log keeping at most `capacity` events and about `max_bytes` of them (by
-    /// encoded size; the newest event is always kept), so that a task emitting large artifacts
-    /// cannot hold `capacity` times its largest event.
+    /// An empty log keeping at most `capacity` events and about `max_bytes` of memory for them
+    /// (by [`footprint`]; the newest event is always kept). The byte bound is the one that
+    /// normally holds: it keeps a long burst of small events for a lagging subscriber, and a
+    /// task emitting large artifacts fewer of them.
     pub fn new(task_id: Arc<str>, capacity: usize, max_bytes: usize) -> Self {
         Self::starting_at(task_id, capacity, max_bytes, 0)
     }
@@ -137,13 +152,13 @@ impl EventLog {
                 ring.bytes = 0;
                 return event;
             }
-            let size = prost::Message::encoded_len(&event.response);
+            let size = footprint(&event);
             ring.events.push_back(event.clone());
             ring.bytes += size;
             while ring.events.len() > self.capacity || (ring.bytes > self.max_bytes && ring.events.len() > 1)
             {
                 if let Some(oldest) = ring.events.pop_front() {
-                    ring.bytes -= prost::Message::encoded_len(&oldest.response);
+                    ring.bytes -= footprint(&oldest);
                 }
             }
             event
@@ -201,7 +216,8 @@ impl EventLog {
             });
         }
         let skip = (cursor + 1 - first_seq) as usize;
-        let batch: Vec<_> = ring.events.iter().skip(skip).take(max).cloned().collect();
+        // `range` seeks; a subscriber deep in a long log must not walk it per batch.
+        let batch: Vec<_> = ring.events.range(skip.min(ring.events.len())..).take(max).cloned().collect();
         let at_end = skip + batch.len() >= ring.events.len();
         if ring.closed
             && at_end
@@ -391,7 +407,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_byte_budget_bounds_the_log_but_keeps_the_newest_event() {
-        let budget = 3 * prost::Message::encoded_len(&status(TaskState::Working));
+        let budget = 3 * footprint(&TaskEvent::new(1, status(TaskState::Working)));
         let log = Arc::new(EventLog::new("t".into(), 1000, budget));
         let mut feed = Feed::new(log.clone(), 0, Arc::new(SubscriberCount::default()));
         for _ in 0..10 {

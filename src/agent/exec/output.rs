@@ -14,7 +14,8 @@ use crate::proto::Artifact;
 pub(super) const MAX_LINE: usize = 1 << 20;
 
 /// The most text one stdout chunk carries. Bounds every event the output puts into the task's
-/// event log, whose size is counted in events: 4 KiB × 4096 events = 16 MiB at most.
+/// event log (which `--event-log-bytes` bounds as a whole) and into a fleet's Redis stream
+/// (bounded in events only: 4 KiB × 4096 entries = 16 MiB at most).
 pub(super) const CHUNK_BYTES: usize = 4 << 10;
 
 /// The id (and name) of the artifact that collects stdout.
