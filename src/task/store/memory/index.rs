@@ -58,35 +58,39 @@ pub struct Entry {
     pub context_id: String,
 }
 
-/// One ordered list of tasks, and the same tasks split by state.
+/// Task states a listing splits by: every `TaskState` number (`state_of` maps unknown
+/// numbers to UNSPECIFIED, 0).
+const STATES: usize = TaskState::AuthRequired as usize + 1;
+
+/// One ordered list of tasks, and the same tasks split by state: an array by state number, as
+/// every save moves a task between two of them (no hashing, no map allocated per context).
 #[derive(Default)]
 struct Listing {
     all: Ranked<Position>,
-    by_state: HashMap<TaskState, Ranked<Position>>,
+    by_state: [Ranked<Position>; STATES],
+}
+
+fn slot(state: TaskState) -> usize {
+    (state as usize).min(STATES - 1)
 }
 
 impl Listing {
     fn insert(&mut self, position: &Position, state: TaskState) {
         self.all.insert(position.clone());
-        self.by_state.entry(state).or_default().insert(position.clone());
+        self.by_state[slot(state)].insert(position.clone());
     }
 
     fn remove(&mut self, position: &Position, state: TaskState) {
         self.all.remove(position);
-        if let Some(of_state) = self.by_state.get_mut(&state) {
-            of_state.remove(position);
-            if of_state.is_empty() {
-                self.by_state.remove(&state);
-            }
-        }
+        self.by_state[slot(state)].remove(position);
     }
 
     /// The list that holds exactly the tasks of `state` (any state: `None`).
     fn select(&self, state: Option<TaskState>) -> Option<&Ranked<Position>> {
-        match state {
-            None => Some(&self.all),
-            Some(state) => self.by_state.get(&state),
-        }
+        Some(match state {
+            None => &self.all,
+            Some(state) => &self.by_state[slot(state)],
+        })
     }
 }
 
