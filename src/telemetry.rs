@@ -9,7 +9,7 @@ use std::time::Instant;
 use metrics::{Counter, Histogram};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 use crate::call::CallContext;
 use crate::error::A2aError;
@@ -109,14 +109,7 @@ where
     R: RequestIds,
     Fut: Future<Output = Result<T, A2aError>>,
 {
-    let span = tracing::info_span!(
-        "a2a",
-        method,
-        binding,
-        task_id = request.task_id(),
-        context_id = request.context_id(),
-        traceparent = call.traceparent.as_deref().unwrap_or_default(),
-    );
+    let span = call_span(binding, method, &request, call);
     #[cfg(feature = "otel")]
     if let Some(traceparent) = &call.traceparent {
         crate::otel::set_parent(&span, traceparent);
@@ -139,6 +132,32 @@ where
     }
     handles.duration.record(elapsed.as_secs_f64());
     result
+}
+
+/// The call's span. The ids it lacks are left out rather than recorded empty: a log layer
+/// formats every recorded field when the span opens, and most calls name no task, context or
+/// trace.
+fn call_span(
+    binding: &'static str,
+    method: &'static str,
+    request: &impl RequestIds,
+    call: &CallContext,
+) -> Span {
+    let empty = tracing::field::Empty;
+    let span =
+        tracing::info_span!("a2a", method, binding, task_id = empty, context_id = empty, traceparent = empty);
+    if span.is_disabled() {
+        return span;
+    }
+    let ids = [
+        ("task_id", request.task_id()),
+        ("context_id", request.context_id()),
+        ("traceparent", call.traceparent.as_deref().unwrap_or_default()),
+    ];
+    for (field, value) in ids.into_iter().filter(|(_, value)| !value.is_empty()) {
+        span.record(field, value);
+    }
+    span
 }
 
 /// The handles of one method on one binding. Looking a metric up by name and labels costs
