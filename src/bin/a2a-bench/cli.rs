@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::burst::BurstParams;
 use crate::driver::Binding;
 use crate::fanout::{FanoutMethod, FanoutParams};
 use crate::list_stall::ListStallParams;
@@ -117,6 +118,14 @@ pub struct Args {
     #[arg(long)]
     pub running_count: Option<usize>,
 
+    /// burst: tasks whose burst is held unread at once [default: 10; quick: 2].
+    #[arg(long)]
+    pub burst_tasks: Option<usize>,
+
+    /// burst: chunks in each task's burst [default: 20000; quick: 500].
+    #[arg(long)]
+    pub burst_events: Option<u64>,
+
     /// list-stall: finished tasks stored before measuring [default: 100000; quick: 2000].
     #[arg(long)]
     pub list_tasks: Option<usize>,
@@ -187,6 +196,9 @@ pub enum Scenario {
     /// RSS per task whose execution is in flight with its SendStreamingMessage stream open
     /// (`stream 100000 60000`), on a fresh server.
     Running,
+    /// RSS per task holding an unread burst of `stream E 0` in its event log, and that the
+    /// burst then arrives whole (our server only, on a fresh server).
+    Burst,
     /// RSS per parked task once its actor has hibernated (our server only, on a fresh server
     /// started with a 1 s idle timeout).
     Hibernate,
@@ -228,6 +240,7 @@ pub struct Plan {
     pub first_event: FirstEventParams,
     pub memory: MemoryParams,
     pub running: RunningParams,
+    pub burst: BurstParams,
     pub push: PushParams,
     pub list_stall: ListStallParams,
     /// With --fleet.
@@ -313,6 +326,7 @@ impl Plan {
                     Scenario::FirstEvent,
                     Scenario::Memory,
                     Scenario::Running,
+                    Scenario::Burst,
                     Scenario::Hibernate,
                 ]
             } else {
@@ -344,6 +358,11 @@ impl Plan {
                 count: args.running_count.unwrap_or(choose(q, 100, 5_000)).max(1),
                 streams_per_connection: spc,
                 concurrency: 32,
+                timeout,
+            },
+            burst: BurstParams {
+                count: args.burst_tasks.unwrap_or(choose(q, 2, 10)).max(1),
+                events: args.burst_events.unwrap_or(choose(q, 500, 20_000)).max(1),
                 timeout,
             },
             push: PushParams {

@@ -10,8 +10,9 @@
 //! Scenarios (each a group of rows): `unary` (SendMessage echo, C calls in flight spread
 //! round-robin over `--unary-connections` HTTP/2 connections), `fan-out` (one task, N
 //! subscribers, a burst of E events), `first-event` (SubscribeToTask latency with N subscribers
-//! attached), `memory` (RSS per idle task and per idle stream) and `running` (RSS per task whose
-//! execution is in flight with its SendStreamingMessage stream open); the memory scenarios need
+//! attached), `memory` (RSS per idle task and per idle stream), `running` (RSS per task whose
+//! execution is in flight with its SendStreamingMessage stream open) and `burst` (RSS per task
+//! holding an unread 20,000-event burst, which must then arrive whole); the memory scenarios need
 //! the server's PID and run on fresh server processes when the benchmark started them. The
 //! fan-out, first-event and memory scenarios rely on the demo agent's `input` and
 //! `stream E MS [WAIT]` behaviours, so another server must host an agent that behaves alike.
@@ -34,6 +35,7 @@
 //! [`report`] (table, JSON).
 mod auth;
 mod baseline;
+mod burst;
 mod cli;
 mod driver;
 mod fanout;
@@ -257,6 +259,19 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 let measured = run.ours_only("push", push::push(&ours.target, ours.pid, p).await.map(Some));
                 rows.extend(report::rows("push", &binding, &params, measured.as_ref(), None));
             }
+            Scenario::Burst => {
+                let p = &plan.burst;
+                let params = format!("M={} `stream {} 0`", p.count, p.events);
+                let heap_used = run.heap_used;
+                let measured = run.ours_only(
+                    "burst",
+                    fresh::memory_on(&ours, "server", heap_used, |target, pid| async move {
+                        burst::burst(&target, pid, p).await
+                    })
+                    .await,
+                );
+                rows.extend(report::rows("burst", &binding, &params, measured.as_ref(), None));
+            }
             Scenario::Hibernate => {
                 let p = &plan.memory;
                 let params = format!("M={} idle={}s", p.count, memory::IDLE_SECS);
@@ -321,7 +336,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 rows.extend(report::rows("running", &binding, &params, o.as_ref(), b.as_ref()));
             }
         }
-        run.heap_used |= !matches!(scenario, Scenario::Memory | Scenario::Running);
+        run.heap_used |= !matches!(scenario, Scenario::Memory | Scenario::Running | Scenario::Burst);
     }
 
     output(&args, &binding, rows, run.notes, report::COLUMNS)?;

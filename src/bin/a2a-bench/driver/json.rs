@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use a2a_server::proto::{
-    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
 };
 use a2a_server::protojson;
 use axum::body::{Body as AxumBody, BodyDataStream, Bytes};
@@ -98,6 +98,22 @@ impl JsonConn {
             }
             Flavor::Rest => {
                 self.call(http::Method::GET, &format!("/tasks?pageSize={page_size}"), None).await?
+            }
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
+        self.decode(status, &bytes)
+    }
+
+    /// GetTask (no history).
+    pub async fn get_task(&self, task_id: &str) -> Result<Task, BoxError> {
+        let response = match self.flavor {
+            Flavor::JsonRpc => {
+                let body = Self::rpc("GetTask", &serde_json::json!({ "id": task_id, "historyLength": 0 }))?;
+                self.call(http::Method::POST, "/", Some(body)).await?
+            }
+            Flavor::Rest => {
+                self.call(http::Method::GET, &format!("/tasks/{task_id}?historyLength=0"), None).await?
             }
         };
         let status = response.status();

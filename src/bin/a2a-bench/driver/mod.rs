@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::{
-    CancelTaskRequest, ListTasksRequest, ListTasksResponse, Message, Part, Role, SendMessageConfiguration,
-    SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task, TaskState, part,
-    send_message_response,
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, Message, Part, Role,
+    SendMessageConfiguration, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskState, part, send_message_response,
 };
 use tonic::codegen::http::{HeaderName, HeaderValue};
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
@@ -220,6 +220,25 @@ impl Conn {
             }
         };
         bounded("CancelTask", call).await
+    }
+
+    /// GetTask (no history).
+    pub async fn get_task(&self, task_id: &str) -> Result<Task, BoxError> {
+        let call = async {
+            match self {
+                Conn::Grpc(grpc) => {
+                    let request = GetTaskRequest {
+                        id: task_id.to_owned(),
+                        history_length: Some(0),
+                        ..Default::default()
+                    };
+                    let (mut client, request) = grpc.call(request);
+                    Ok(client.get_task(request).await?.into_inner())
+                }
+                Conn::Json(conn) => conn.get_task(task_id).await,
+            }
+        };
+        bounded("GetTask", call).await
     }
 
     /// ListTasks: the first page of `page_size` tasks (without artifacts).
