@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
-use axum::response::sse::Event;
 use serde::Deserializer;
 use serde::de::{MapAccess, Visitor};
 use serde_json::Value;
@@ -59,13 +58,14 @@ pub async fn handle(
         }
         Ok(Outcome::Stream(stream)) => {
             let generation = call.wants_generation();
-            sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
-                Ok(event) => Event::default().id(event.seq.to_string()).data(answer(
-                    &id,
-                    "result",
-                    &*event.json(generation, |r| encode_string_for(r, generation)),
-                )),
-                Err(error) => Event::default().data(answer(&id, "error", &error.to_jsonrpc_error())),
+            // Each event's cached JSON goes between the envelope's two halves, uncopied.
+            let head = answer_head(&id, "result");
+            sse::response(stream, state.settings.sse_keep_alive, move |item, out| match item {
+                Ok(event) => {
+                    let json = event.json(generation, |r| encode_string_for(r, generation));
+                    out.event(Some(event.seq), None, &[&head, &json, "}"])
+                }
+                Err(error) => out.event(None, None, &[&answer(&id, "error", &error.to_jsonrpc_error())]),
             })
         }
         Err(error) => error_response(&id, &error),
@@ -110,7 +110,12 @@ impl RequestId {
 
 /// A JSON-RPC answer: `{"jsonrpc":"2.0","id":…,"result"|"error":…}`, with the id as sent.
 pub fn answer(id: &RequestId, member: &str, value: &(impl std::fmt::Display + ?Sized)) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":{},"{member}":{value}}}"#, id.as_json())
+    format!("{}{value}}}", answer_head(id, member))
+}
+
+/// An answer up to its `member`'s value: the value and a closing `}` complete it.
+fn answer_head(id: &RequestId, member: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{},"{member}":"#, id.as_json())
 }
 
 fn error_response(id: &RequestId, error: &A2aError) -> Response {

@@ -5,7 +5,6 @@
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
-use axum::response::sse::Event;
 use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
@@ -147,11 +146,12 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
         Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
         Ok(Outcome::Stream(stream)) => {
             let generation = call.wants_generation();
-            sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
-                Ok(event) => Event::default()
-                    .id(event.seq.to_string())
-                    .data(&*event.json(generation, |r| encode_string_for(r, generation))),
-                Err(error) => Event::default().event("error").data(error.to_http_body().to_string()),
+            sse::response(stream, state.settings.sse_keep_alive, move |item, out| match item {
+                Ok(event) => {
+                    let json = event.json(generation, |r| encode_string_for(r, generation));
+                    out.event(Some(event.seq), None, &[&json])
+                }
+                Err(error) => out.event(None, Some("error"), &[&error.to_http_body().to_string()]),
             })
         }
         Err(error) => error_response(&error, a2a_json),

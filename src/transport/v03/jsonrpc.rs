@@ -3,7 +3,6 @@
 //! v0.3 shape. The envelope checks are the v1.0 binding's (`transport/jsonrpc.rs`).
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::response::sse::Event;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -87,12 +86,12 @@ pub async fn handle(
             false,
         ),
         Ok(Outcome::Stream(stream)) => {
-            sse::response(stream, state.settings.sse_keep_alive, move |item| match item {
+            sse::response(stream, state.settings.sse_keep_alive, move |item, out| match item {
                 Ok(event) => {
                     let result = convert::result_out(&encode(&event.response));
-                    Event::default().id(event.seq.to_string()).data(answer(&id, "result", &result))
+                    out.event(Some(event.seq), None, &[&answer(&id, "result", &result)])
                 }
-                Err(error) => Event::default().data(answer(&id, "error", &convert::error_out(&error))),
+                Err(error) => out.event(None, None, &[&answer(&id, "error", &convert::error_out(&error))]),
             })
         }
         Err(error) => error_response(&id, &error),

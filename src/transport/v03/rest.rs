@@ -5,7 +5,6 @@ use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::response::sse::Event;
 use serde_json::{Value, json};
 
 use super::{json as v03json, typed};
@@ -47,11 +46,12 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
             Err(e) => error(&e),
         },
         Ok(Outcome::Stream(stream)) => {
-            sse::response(stream, state.settings.sse_keep_alive, |item| match item {
-                Ok(event) => Event::default()
-                    .id(event.seq.to_string())
-                    .data(v03json::encode(&typed::stream_out(event.response.clone())).to_string()),
-                Err(e) => Event::default().event("error").data(super::convert::error_out(&e).to_string()),
+            sse::response(stream, state.settings.sse_keep_alive, |item, out| match item {
+                Ok(event) => {
+                    let json = v03json::encode(&typed::stream_out(event.response.clone())).to_string();
+                    out.event(Some(event.seq), None, &[&json])
+                }
+                Err(e) => out.event(None, Some("error"), &[&super::convert::error_out(&e).to_string()]),
             })
         }
         Err(e) => error(&e),
