@@ -54,7 +54,7 @@ pub async fn handle(
     };
     match operation.execute(&state.core, &call, "jsonrpc").await {
         Ok(Outcome::Json(result)) => {
-            http::json_text_response(StatusCode::OK, answer(&id, "result", &result), false)
+            http::json_text_response(StatusCode::OK, answer(&id, "result", &result.into_text()), false)
         }
         Ok(Outcome::Stream(stream)) => {
             let generation = call.wants_generation();

@@ -12,7 +12,7 @@ use crate::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
-use crate::protojson::{encode_for, encode_list_tasks_for};
+use crate::protojson::{encode_for, encode_list_tasks_for, encode_string_for};
 use crate::telemetry::{RequestIds, observe};
 
 /// Decodes ListTasks params. ProtoJSON decoding is lenient (a newer client's unknown fields are
@@ -63,10 +63,42 @@ pub enum Operation {
 
 /// What an operation produced: one ProtoJSON result, or a stream of events.
 pub enum Outcome {
-    /// A unary result, already ProtoJSON.
-    Json(Value),
+    /// A unary result, encoded when the binding says how.
+    Json(JsonResult),
     /// A streaming result.
     Stream(EventStream),
+}
+
+/// A unary result, encoded as ProtoJSON text for a v1.0 binding (straight from the message, no
+/// JSON tree in between: building one cost a JSON call about a tenth of its CPU) or as a JSON
+/// value for v0.3's conversion.
+pub struct JsonResult(Encodable);
+
+enum Encodable {
+    Message(Box<dyn EncodeFor + Send>, bool),
+    Value(Value),
+}
+
+impl JsonResult {
+    fn message(message: impl EncodeFor + Send + 'static, generation: bool) -> Self {
+        Self(Encodable::Message(Box::new(message), generation))
+    }
+
+    /// The result as a JSON value.
+    pub fn into_value(self) -> Value {
+        match self.0 {
+            Encodable::Message(message, generation) => message.encode_for(generation),
+            Encodable::Value(value) => value,
+        }
+    }
+
+    /// The result as JSON text.
+    pub fn into_text(self) -> String {
+        match self.0 {
+            Encodable::Message(message, generation) => message.encode_text_for(generation),
+            Encodable::Value(value) => value.to_string(),
+        }
+    }
 }
 
 impl Operation {
@@ -116,31 +148,38 @@ impl Operation {
     async fn run(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {
         // A2A dev-1.1's `generation` fields only for clients that ask for them.
         let generation = call.wants_generation();
-        let encode = |message: &dyn EncodeFor| message.encode_for(generation);
         Ok(match self {
-            Self::SendMessage(r) => Outcome::Json(encode(&core.send_message(call, r).await?)),
+            Self::SendMessage(r) => {
+                Outcome::Json(JsonResult::message(core.send_message(call, r).await?, generation))
+            }
             Self::SendStreamingMessage(r) => Outcome::Stream(core.send_streaming_message(call, r).await?),
-            Self::GetTask(r) => Outcome::Json(encode(&core.get_task(call, r).await?)),
+            Self::GetTask(r) => Outcome::Json(JsonResult::message(core.get_task(call, r).await?, generation)),
             Self::ListTasks(r) => {
-                Outcome::Json(encode_list_tasks_for(&core.list_tasks(call, r).await?, generation))
+                let page = encode_list_tasks_for(&core.list_tasks(call, r).await?, generation);
+                Outcome::Json(JsonResult(Encodable::Value(page)))
             }
-            Self::CancelTask(r) => Outcome::Json(encode(&core.cancel_task(call, r).await?)),
+            Self::CancelTask(r) => {
+                Outcome::Json(JsonResult::message(core.cancel_task(call, r).await?, generation))
+            }
             Self::SubscribeToTask(r) => Outcome::Stream(core.subscribe_to_task(call, r).await?),
-            Self::CreatePushConfig(r) => {
-                Outcome::Json(encode(&core.create_task_push_notification_config(call, r).await?))
-            }
-            Self::GetPushConfig(r) => {
-                Outcome::Json(encode(&core.get_task_push_notification_config(call, r).await?))
-            }
-            Self::ListPushConfigs(r) => {
-                Outcome::Json(encode(&core.list_task_push_notification_configs(call, r).await?))
-            }
+            Self::CreatePushConfig(r) => Outcome::Json(JsonResult::message(
+                core.create_task_push_notification_config(call, r).await?,
+                generation,
+            )),
+            Self::GetPushConfig(r) => Outcome::Json(JsonResult::message(
+                core.get_task_push_notification_config(call, r).await?,
+                generation,
+            )),
+            Self::ListPushConfigs(r) => Outcome::Json(JsonResult::message(
+                core.list_task_push_notification_configs(call, r).await?,
+                generation,
+            )),
             Self::DeletePushConfig(r) => {
                 core.delete_task_push_notification_config(call, r).await?;
-                Outcome::Json(json!({}))
+                Outcome::Json(JsonResult(Encodable::Value(json!({}))))
             }
             Self::GetExtendedAgentCard(r) => {
-                Outcome::Json(encode(&core.get_extended_agent_card(call, r).await?))
+                Outcome::Json(JsonResult::message(core.get_extended_agent_card(call, r).await?, generation))
             }
         })
     }
@@ -149,11 +188,16 @@ impl Operation {
 /// ProtoJSON of a result, with or without the `generation` fields.
 trait EncodeFor {
     fn encode_for(&self, generation: bool) -> Value;
+    fn encode_text_for(&self, generation: bool) -> String;
 }
 
 impl<T: prost::Message + prost::Name> EncodeFor for T {
     fn encode_for(&self, generation: bool) -> Value {
         encode_for(self, generation)
+    }
+
+    fn encode_text_for(&self, generation: bool) -> String {
+        encode_string_for(self, generation)
     }
 }
 

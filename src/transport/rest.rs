@@ -143,7 +143,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     };
     let call = http::call_context(&parts.headers, parts.uri.query()).authenticated(parts.extensions.get());
     match operation.execute(&state.core, &call, "rest").await {
-        Ok(Outcome::Json(result)) => http::json_response(StatusCode::OK, &result, a2a_json),
+        Ok(Outcome::Json(result)) => http::json_text_response(StatusCode::OK, result.into_text(), a2a_json),
         Ok(Outcome::Stream(stream)) => {
             let generation = call.wants_generation();
             sse::response(stream, state.settings.sse_keep_alive, move |item, out| match item {

@@ -41,7 +41,7 @@ impl V03Grpc {
     ) -> Result<Response<T>, Status> {
         let call = call_context(request_metadata);
         match operation.execute(&self.core, &call, "grpc-v0.3").await.map_err(Status::from)? {
-            Outcome::Json(value) => answer(value).map(Response::new).map_err(Status::from),
+            Outcome::Json(result) => answer(result.into_value()).map(Response::new).map_err(Status::from),
             Outcome::Stream(_) => Err(Status::internal("a unary v0.3 RPC produced a stream")),
         }
     }

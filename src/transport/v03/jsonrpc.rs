@@ -82,7 +82,7 @@ pub async fn handle(
     match outcome {
         Ok(Outcome::Json(result)) => http::json_text_response(
             StatusCode::OK,
-            answer(&id, "result", &result_of(method, &result, state)),
+            answer(&id, "result", &result_of(method, &result.into_value(), state)),
             false,
         ),
         Ok(Outcome::Stream(stream)) => {

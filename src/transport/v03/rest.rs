@@ -41,7 +41,7 @@ pub async fn handle(state: HttpState, request: Request) -> Response {
     };
     let call = super::jsonrpc::call_context(&parts.headers).authenticated(parts.extensions.get());
     match operation.execute(&state.core, &call, "rest-v0.3").await {
-        Ok(Outcome::Json(result)) => match answer(result) {
+        Ok(Outcome::Json(result)) => match answer(result.into_value()) {
             Ok(body) => http::json_response(StatusCode::OK, &body, false),
             Err(e) => error(&e),
         },
