@@ -52,8 +52,12 @@ impl Executions {
             Answer::Settle => (None, None),
         };
         let sink = EventSink::new(ctx.task_id.clone(), ctx.context_id.clone(), tx);
+        // The context rides in a box until the first poll hands it to the agent: a future keeps
+        // room for everything it captured for its whole life, and the agent's own future holds
+        // the context already (about 400 bytes less per running execution).
+        let ctx = Box::new(ctx);
         let future = Box::pin(async move {
-            AssertUnwindSafe(executor.execute(ctx, sink))
+            AssertUnwindSafe(executor.execute(*ctx, sink))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())))
