@@ -4,9 +4,10 @@
 //! Text commands: `stream N MS [WAIT]`, `input`, `auth`, `fail`, `reject`, `message TEXT`;
 //! anything else is echoed back as an artifact. A `messageId` prefix from the conformance-kit
 //! contract (`tck-…`) takes precedence over the text.
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use pbjson_types::{Value, value::Kind};
 
 use super::{AgentExecutor, EventSink, RequestContext, text_artifact, text_part};
@@ -142,30 +143,43 @@ fn parse(message_id: &str, text: &str) -> Behaviour {
     }
 }
 
-#[async_trait]
 impl AgentExecutor for DemoAgent {
-    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+    /// Written out rather than as an `async fn`: what the message asks is decided before the
+    /// future exists, so the future holds the behaviour, not the whole RequestContext (about
+    /// 400 bytes less per running task; an `async fn` keeps its arguments for its whole life).
+    fn execute<'life0, 'async_trait>(
+        &'life0 self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> Pin<Box<dyn Future<Output = Result<(), A2aError>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
         let behaviour = parse(&ctx.message.message_id, &ctx.text());
-        if !ctx.new_task {
-            return follow_up(&ctx, behaviour, &events).await;
-        }
-        run(behaviour, &events).await
+        let behaviour = if ctx.new_task { Some(behaviour) } else { follow_up(&ctx, behaviour) };
+        Box::pin(async move {
+            match behaviour {
+                Some(behaviour) => run(behaviour, &events).await,
+                None => Ok(()),
+            }
+        })
     }
 }
 
-/// A message on an existing task. Only an INPUT_REQUIRED task waits for one: it completes by
-/// echoing the answer, except that an answer which is itself a `stream` command (or, under the
-/// conformance contract, carries a `tck-` prefix) is run, so that tests can attach subscribers
-/// to an idle task and then start a burst. On any other live task the running execution
-/// carries on and this message adds nothing.
-async fn follow_up(ctx: &RequestContext, behaviour: Behaviour, events: &EventSink) -> Result<(), A2aError> {
+/// What a message on an existing task does. Only an INPUT_REQUIRED task waits for one: it
+/// completes by echoing the answer, except that an answer which is itself a `stream` command
+/// (or, under the conformance contract, carries a `tck-` prefix) is run, so that tests can
+/// attach subscribers to an idle task and then start a burst. On any other live task the
+/// running execution carries on and this message adds nothing (`None`).
+fn follow_up(ctx: &RequestContext, behaviour: Behaviour) -> Option<Behaviour> {
     if ctx.state() != TaskState::InputRequired {
-        return Ok(());
+        return None;
     }
-    match behaviour {
-        Behaviour::Tck(..) | Behaviour::Stream { .. } => run(behaviour, events).await,
-        _ => run(Behaviour::Echo(ctx.text()), events).await,
-    }
+    Some(match behaviour {
+        Behaviour::Tck(..) | Behaviour::Stream { .. } => behaviour,
+        _ => Behaviour::Echo(ctx.text()),
+    })
 }
 
 async fn run(behaviour: Behaviour, events: &EventSink) -> Result<(), A2aError> {
