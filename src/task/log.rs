@@ -104,7 +104,7 @@ pub struct EventLog {
 
 impl EventLog {
     /// An empty log keeping at most `capacity` events and about `max_bytes` of memory for them
-    /// (by [`footprint`]; the newest event is always kept). The byte bound is the one that
+    /// (by `footprint`; the newest event is always kept). The byte bound is the one that
     /// normally holds: it keeps a long burst of small events for a lagging subscriber, and a
     /// task emitting large artifacts fewer of them.
     pub fn new(task_id: Arc<str>, capacity: usize, max_bytes: usize) -> Self {

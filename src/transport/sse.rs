@@ -1,7 +1,7 @@
 //! Server-Sent Events framing shared by the JSON-RPC and HTTP+JSON streaming methods.
 //!
 //! The events that are ready when the body is polled go out together, as one HTTP/2 DATA
-//! frame (up to [`MAX_BATCH_EVENTS`] or [`MAX_BATCH_BYTES`]), as tonic does for gRPC messages:
+//! frame (up to `MAX_BATCH_EVENTS` or `MAX_BATCH_BYTES`), as tonic does for gRPC messages:
 //! a frame and a write per event cost a subscriber of a burst several times what its JSON
 //! does. A stream with nothing to send gets a comment every keep-alive interval, so proxies
 //! and clients do not take it for dead.
