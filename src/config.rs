@@ -63,9 +63,9 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub event_log_capacity: u64,
 
-    /// Memory each live task's event log may hold for catch-up (events counted with their
-    /// overhead and cached encodings, about 4 × encoded size + 400 bytes each).
-    #[arg(long, env = "A2A_EVENT_LOG_BYTES", default_value_t = 16 * 1024 * 1024,
+    /// Memory each live task's event log may hold for catch-up (each event counted as its
+    /// struct and about twice its encoded size: some 550 bytes plus twice the encoding).
+    #[arg(long, env = "A2A_EVENT_LOG_BYTES", default_value_t = crate::core::DEFAULT_EVENT_LOG_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_bytes: u64,
 

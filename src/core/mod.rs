@@ -42,9 +42,12 @@ use crate::task::store::TaskStore;
 /// number it was taken at).
 pub type EventStream = BoxStream<'static, Result<Arc<TaskEvent>, A2aError>>;
 
-/// Events a task's log keeps at most by default. A backstop only: with the default 16 MiB
-/// `event_log_bytes` at about 400 bytes per small event, the byte bound holds first (about
-/// 40,000 events), so a burst is kept for a lagging subscriber whatever its count.
+/// Memory a task's event log may hold by default, as the log counts its events (about 550
+/// bytes plus twice the encoding each): about 21,000 small events.
+pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
+
+/// Events a task's log keeps at most by default. A backstop only: the byte bound holds first
+/// for events of any size, so a burst is kept for a lagging subscriber whatever its count.
 pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 65_536;
 
 /// What the server declares and enforces. In the limits (`max_*`), 0 means no limit.
@@ -112,7 +115,7 @@ impl Default for CoreSettings {
             extended_card: None,
             required_extensions: Vec::new(),
             event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
-            event_log_bytes: 16 * 1024 * 1024,
+            event_log_bytes: DEFAULT_EVENT_LOG_BYTES,
             task_queue_capacity: 64,
             idle_timeout: Some(std::time::Duration::from_secs(60)),
             max_long_poll: std::time::Duration::from_secs(30),

@@ -66,7 +66,7 @@ impl FleetSettings {
             lease,
             stream_events: STREAM_EVENTS,
             log_capacity: crate::core::DEFAULT_EVENT_LOG_CAPACITY,
-            log_bytes: 16 * 1024 * 1024,
+            log_bytes: crate::core::DEFAULT_EVENT_LOG_BYTES,
             max_followers: 1024,
         }
     }
