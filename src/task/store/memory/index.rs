@@ -86,11 +86,11 @@ impl Listing {
     }
 
     /// The list that holds exactly the tasks of `state` (any state: `None`).
-    fn select(&self, state: Option<TaskState>) -> Option<&Ranked<Position>> {
-        Some(match state {
+    fn select(&self, state: Option<TaskState>) -> &Ranked<Position> {
+        match state {
             None => &self.all,
             Some(state) => &self.by_state[slot(state)],
-        })
+        }
     }
 }
 
@@ -156,7 +156,7 @@ impl Indexes {
             Some(context_id) => index.contexts.get(context_id),
             None => Some(&index.all),
         };
-        let Some(list) = listing.and_then(|l| l.select(query.state)) else { return empty };
+        let Some(list) = listing.map(|l| l.select(query.state)) else { return empty };
         let after_nanos =
             query.status_after.as_ref().map(|t| t.seconds as i128 * 1_000_000_000 + t.nanos as i128);
         let recent_enough = |p: &Position| after_nanos.is_none_or(|after| p.nanos >= after);

@@ -171,9 +171,8 @@ fn remove<K: Ord>(tree: &mut Tree<K>, key: &K) {
             remove(&mut top.right, key);
         }
         std::cmp::Ordering::Equal => {
-            let mut found = tree.take();
-            if let Some(node) = found.as_mut() {
-                *tree = merge(node.left.take(), node.right.take());
+            if let Some(mut found) = tree.take() {
+                *tree = merge(found.left.take(), found.right.take());
             }
         }
     }
