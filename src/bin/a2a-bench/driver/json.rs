@@ -91,30 +91,24 @@ impl JsonConn {
     /// ListTasks (the page size only).
     pub async fn list_tasks(&self, request: &ListTasksRequest) -> Result<ListTasksResponse, BoxError> {
         let page_size = request.page_size.unwrap_or(50);
-        let response = match self.flavor {
-            Flavor::JsonRpc => {
-                let body = Self::rpc("ListTasks", &serde_json::json!({ "pageSize": page_size }))?;
-                self.call(http::Method::POST, "/", Some(body)).await?
-            }
-            Flavor::Rest => {
-                self.call(http::Method::GET, &format!("/tasks?pageSize={page_size}"), None).await?
-            }
-        };
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
-        self.decode(status, &bytes)
+        let params = serde_json::json!({ "pageSize": page_size });
+        self.read("ListTasks", &params, &format!("/tasks?pageSize={page_size}")).await
     }
 
     /// GetTask (no history).
     pub async fn get_task(&self, task_id: &str) -> Result<Task, BoxError> {
+        let params = serde_json::json!({ "id": task_id, "historyLength": 0 });
+        self.read("GetTask", &params, &format!("/tasks/{task_id}?historyLength=0")).await
+    }
+
+    /// A read-only method: JSON-RPC `method` with `params`, or HTTP+JSON `GET rest_path`.
+    async fn read<M>(&self, method: &str, params: &Value, rest_path: &str) -> Result<M, BoxError>
+    where
+        M: prost::Message + prost::Name + Default,
+    {
         let response = match self.flavor {
-            Flavor::JsonRpc => {
-                let body = Self::rpc("GetTask", &serde_json::json!({ "id": task_id, "historyLength": 0 }))?;
-                self.call(http::Method::POST, "/", Some(body)).await?
-            }
-            Flavor::Rest => {
-                self.call(http::Method::GET, &format!("/tasks/{task_id}?historyLength=0"), None).await?
-            }
+            Flavor::JsonRpc => self.call(http::Method::POST, "/", Some(Self::rpc(method, params)?)).await?,
+            Flavor::Rest => self.call(http::Method::GET, rest_path, None).await?,
         };
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), 64 << 20).await?;
