@@ -317,6 +317,8 @@ def http_router_seeds():
         "v03-rest-push": http(["POST /v1/tasks/$DONE/pushNotificationConfigs"],
                               j({"pushNotificationConfig": {"url": "https://example.com/h"}})),
         "v03-rest-card": http(["GET /v1/card"]),
+        # Found by fuzzing: the bare prefix fell through to the v1.0 router's 404 form.
+        "v03-rest-bare-prefix": http(["GET /v1/#ard"]),
         "card": http(["GET /.well-known/agent-card.json", "if-none-match: \"x\""]),
         "card-v1": http(["GET /.well-known/agent-card.json?A2A-Version=1.0"]),
         "healthz": http(["GET /healthz"]),

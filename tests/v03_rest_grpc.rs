@@ -113,6 +113,15 @@ async fn rest_routes() {
             .unwrap();
     assert_eq!((card.protocol_version.as_str(), card.preferred_transport.as_str()), ("0.3.0", "JSONRPC"));
     assert_eq!(post(&server, "/v1/nothing", json!({})).await.status(), 404);
+    // Every unknown path under `/v1/`, the bare prefix too (found by fuzzing), answers in the
+    // v0.3 error form: the code and reason at the top level.
+    for path in ["/v1/nothing", "/v1/"] {
+        let missing = get(&server, path).await;
+        assert_eq!(missing.status(), 404, "{path}");
+        let body: Value = missing.json().await.unwrap();
+        assert_eq!(body["code"], -32601, "{path}: {body}");
+        assert_eq!(body["data"]["reason"], "METHOD_NOT_FOUND", "{path}: {body}");
+    }
     let bad = post(&server, "/v1/message:send", json!({"message": {"content": "not a list"}})).await;
     assert_eq!(bad.status(), 400);
 }

@@ -144,11 +144,13 @@ fn http_router(state: HttpState, ready: Arc<AtomicBool>) -> axum::Router {
         router = router.route(&base, rpc.clone()).route(&format!("{base}/"), rpc.clone());
     }
     if state.settings.v03 {
-        // The v0.3 HTTP+JSON binding lives under `/v1/`, which no v1.0 route uses.
+        // The v0.3 HTTP+JSON binding lives under `/v1/`, which no v1.0 route uses; the bare
+        // prefix too (a `{*rest}` wildcard matches no empty rest), so its 404 is v0.3's.
         let v03 = any(|State(state): State<HttpState>, request: Request| v03::rest::handle(state, request));
-        router = router.route("/v1/{*rest}", v03.clone());
-        if !base.is_empty() {
-            router = router.route(&format!("{base}/v1/{{*rest}}"), v03);
+        let prefixes = if base.is_empty() { vec![""] } else { vec!["", base.as_str()] };
+        for prefix in prefixes {
+            router = router.route(&format!("{prefix}/v1/"), v03.clone());
+            router = router.route(&format!("{prefix}/v1/{{*rest}}"), v03.clone());
         }
     }
     let core = state.core.clone();
