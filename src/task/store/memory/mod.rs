@@ -66,16 +66,30 @@ impl MemoryStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Evicts what retention no longer keeps, a batch per critical section, and frees it
-    /// outside the lock.
-    fn evict(&self, now: Instant) {
-        loop {
-            let (evicted, more) = self.lock().evict(&self.retention, now);
-            drop(evicted);
-            if !more {
-                return;
+    /// Runs `work` on the state in the same critical section as the first batch of
+    /// eviction (one lock per call, not two: every save evicts at the retention cap, and the
+    /// workers contend for this lock), then evicts the rest a batch per critical section.
+    /// A read evicts first (it must not see what retention dropped), a save after (what it
+    /// adds counts at once). Evicted tasks are freed outside the lock.
+    fn with_evicted<T>(&self, now: Instant, read: bool, work: impl FnOnce(&mut State) -> T) -> T {
+        let (result, evicted, mut more) = {
+            let mut state = self.lock();
+            if read {
+                let (evicted, more) = state.evict(&self.retention, now);
+                (work(&mut state), evicted, more)
+            } else {
+                let result = work(&mut state);
+                let (evicted, more) = state.evict(&self.retention, now);
+                (result, evicted, more)
             }
+        };
+        drop(evicted);
+        while more {
+            let evicted;
+            (evicted, more) = self.lock().evict(&self.retention, now);
+            drop(evicted);
         }
+        result
     }
 }
 
@@ -163,27 +177,25 @@ impl TaskStore for MemoryStore {
         let now = Instant::now();
         // Sized before taking the lock: encoded_len walks the whole task.
         let bytes = is_terminal(state_of(task.status.as_ref())).then(|| task.encoded_len());
-        let replaced = self.lock().save(owner, task, bytes, &self.retention, now)?;
+        let replaced =
+            self.with_evicted(now, false, |state| state.save(owner, task, bytes, &self.retention, now))?;
         drop(replaced);
-        self.evict(now);
         Ok(())
     }
 
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
-        self.evict(Instant::now());
-        let state = self.lock();
-        Ok(state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone()))
+        Ok(self.with_evicted(Instant::now(), true, |state| {
+            state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone())
+        }))
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
-        self.evict(Instant::now());
-        let (tasks, next, total) = {
-            let state = self.lock();
+        let (tasks, next, total) = self.with_evicted(Instant::now(), true, |state| {
             let page = state.indexes.page(owner, query);
             let tasks: Vec<Arc<Task>> =
                 page.ids.iter().filter_map(|id| state.tasks.get(&**id)).map(|r| r.task.clone()).collect();
             (tasks, page.next, page.total)
-        };
+        });
         // Copies (the core trims them) are made outside the lock.
         let tasks = tasks.into_iter().map(Arc::unwrap_or_clone).collect();
         Ok(TaskPage { tasks, next, total })

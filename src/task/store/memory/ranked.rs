@@ -47,34 +47,26 @@ impl<K: Ord> Ranked<K> {
 
     /// Adds `key`; returns false (and leaves the set alone) if it is there already.
     pub fn insert(&mut self, key: K) -> bool {
-        if self.contains(&key) {
-            return false;
+        let priority = priority();
+        let node = Box::new(Node { key, priority, size: 1, left: None, right: None });
+        match insert(&mut self.root, node) {
+            Ok(()) => true,
+            Err(node) => {
+                // The walk counted a key that was there already: uncount it (rare, so the
+                // common case is one walk, not a lookup and then the walk).
+                recount(&mut self.root, &node.key, -1, priority);
+                false
+            }
         }
-        let node = Box::new(Node { key, priority: priority(), size: 1, left: None, right: None });
-        insert(&mut self.root, node);
-        true
     }
 
     /// Removes `key`; returns whether it was there.
     pub fn remove(&mut self, key: &K) -> bool {
-        if !self.contains(key) {
-            return false;
+        let removed = remove(&mut self.root, key);
+        if !removed {
+            recount(&mut self.root, key, 1, 0);
         }
-        remove(&mut self.root, key);
-        true
-    }
-
-    /// Whether `key` is in the set.
-    pub fn contains(&self, key: &K) -> bool {
-        let mut node = &self.root;
-        while let Some(n) = node {
-            match key.cmp(&n.key) {
-                std::cmp::Ordering::Less => node = &n.left,
-                std::cmp::Ordering::Greater => node = &n.right,
-                std::cmp::Ordering::Equal => return true,
-            }
-        }
-        false
+        removed
     }
 
     /// How many keys satisfy `before`, which must hold for a prefix of the order and for no
@@ -138,43 +130,81 @@ fn resize<K>(node: &mut Node<K>) {
     node.size = 1 + size(&node.left) + size(&node.right);
 }
 
-/// Puts `node` (whose key is not in `tree`) where its priority belongs: one walk down, and a
-/// split of the one subtree it takes over (a save moves a task in four indexes, so this is on
-/// every call's path).
-fn insert<K: Ord>(tree: &mut Tree<K>, mut node: Box<Node<K>>) {
+/// Puts `node` where its priority belongs: one walk down, counting it in every subtree it
+/// enters, and a split of the one subtree it takes over (a save moves a task in four indexes,
+/// so this is on every call's path). If its key is there already it gives the node back,
+/// with the walk's counts left for [`recount`] to undo.
+fn insert<K: Ord>(tree: &mut Tree<K>, mut node: Box<Node<K>>) -> Result<(), Box<Node<K>>> {
     match tree {
         Some(top) if top.priority >= node.priority => {
+            let side = match node.key.cmp(&top.key) {
+                std::cmp::Ordering::Less => &mut top.left,
+                std::cmp::Ordering::Greater => &mut top.right,
+                std::cmp::Ordering::Equal => return Err(node),
+            };
             top.size += 1;
-            let side = if node.key < top.key { &mut top.left } else { &mut top.right };
-            insert(side, node);
+            insert(side, node)
         }
         _ => {
+            if find(tree, &node.key) {
+                return Err(node);
+            }
             let (left, right) = split(tree.take(), &|k: &K| *k < node.key);
             node.left = left;
             node.right = right;
             resize(&mut node);
             *tree = Some(node);
+            Ok(())
         }
     }
 }
 
-/// Takes `key` (which is in `tree`) out: one walk down, and a merge of its two subtrees.
-fn remove<K: Ord>(tree: &mut Tree<K>, key: &K) {
-    let Some(top) = tree else { return };
-    match key.cmp(&top.key) {
-        std::cmp::Ordering::Less => {
-            top.size -= 1;
-            remove(&mut top.left, key);
-        }
-        std::cmp::Ordering::Greater => {
-            top.size -= 1;
-            remove(&mut top.right, key);
-        }
+/// Takes `key` out: one walk down, uncounting it in every subtree it enters, and a merge of
+/// its two subtrees. Whether it was there (if not, [`recount`] undoes the walk's counts).
+fn remove<K: Ord>(tree: &mut Tree<K>, key: &K) -> bool {
+    let Some(top) = tree else { return false };
+    let side = match key.cmp(&top.key) {
+        std::cmp::Ordering::Less => &mut top.left,
+        std::cmp::Ordering::Greater => &mut top.right,
         std::cmp::Ordering::Equal => {
             if let Some(mut found) = tree.take() {
                 *tree = merge(found.left.take(), found.right.take());
             }
+            return true;
         }
+    };
+    top.size -= 1;
+    remove(side, key)
+}
+
+/// Whether `key` is in `tree`.
+fn find<K: Ord>(mut tree: &Tree<K>, key: &K) -> bool {
+    while let Some(n) = tree {
+        tree = match key.cmp(&n.key) {
+            std::cmp::Ordering::Less => &n.left,
+            std::cmp::Ordering::Greater => &n.right,
+            std::cmp::Ordering::Equal => return true,
+        };
+    }
+    false
+}
+
+/// Adds `delta` to the size of every node on the path to `key` down to a node of a lower
+/// priority than `priority`, `key` itself or the end of the path: the undo of the counts of
+/// an [`insert`] (of that priority) that found the key there, or of a [`remove`] (priority 0)
+/// that found it missing. Neither changed the tree's shape, so the path is the walk's.
+fn recount<K: Ord>(mut tree: &mut Tree<K>, key: &K, delta: isize, priority: u64) {
+    while let Some(n) = tree {
+        if n.priority < priority {
+            return;
+        }
+        let side = match key.cmp(&n.key) {
+            std::cmp::Ordering::Less => &mut n.left,
+            std::cmp::Ordering::Greater => &mut n.right,
+            std::cmp::Ordering::Equal => return,
+        };
+        n.size = n.size.wrapping_add_signed(delta);
+        tree = side;
     }
 }
 
