@@ -33,6 +33,7 @@ impl Otel {
             .with_resource(Resource::builder().with_service_name("a2a-server").build())
             .with_batch_exporter(exporter)
             .build();
+        crate::telemetry::export_call_spans();
         Ok(Self { provider })
     }
 
