@@ -52,8 +52,22 @@ async fn a_stream_past_its_maximum_age_closes_resumably_and_resumes_without_loss
         }
         assert!(closes >= 1, "{binding:?}: a 1.3 s stream outlives a 0.4 s maximum");
 
-        // The joined sequence is what an uninterrupted subscriber sees: the Task, then every
-        // update once, in order, to COMPLETED.
+        // A resume that arrives after the task finished gets the final Task instead of the
+        // updates (a loaded machine can be that late): it must then hold everything.
+        let all: Vec<String> = (0..16).map(|i| format!("chunk {i}")).collect();
+        let late = match joined.last().and_then(|item| item.payload.as_ref()) {
+            Some(Payload::Task(last)) if joined.len() > 1 => Some(last.clone()),
+            _ => None,
+        };
+        if let Some(last) = &late {
+            joined.pop();
+            assert_eq!(last.status.as_ref().map(|s| s.state()), Some(TaskState::Completed), "{binding:?}");
+            assert!(last.generation > item_generation(joined.last().unwrap()), "{binding:?}");
+            assert_eq!(artifact_texts(last), all, "{binding:?}: the final Task holds every chunk");
+        }
+
+        // Otherwise the joined sequence is what an uninterrupted subscriber sees: the Task, then
+        // every update once, in order, to COMPLETED.
         let Some(Payload::Task(first)) = &joined[0].payload else { panic!("{binding:?}: the Task first") };
         assert!(
             joined[1..].iter().all(|item| !matches!(item.payload, Some(Payload::Task(_)))),
@@ -62,10 +76,12 @@ async fn a_stream_past_its_maximum_age_closes_resumably_and_resumes_without_loss
         let generations: Vec<i64> = joined.iter().map(item_generation).collect();
         let expected: Vec<i64> = (first.generation..first.generation + joined.len() as i64).collect();
         assert_eq!(generations, expected, "{binding:?}");
+        if late.is_some() {
+            continue;
+        }
         assert_eq!(item_state(joined.last().unwrap()), Some(TaskState::Completed));
         let mut chunks = artifact_texts(first);
         chunks.extend(joined.iter().flat_map(chunk_texts));
-        let all: Vec<String> = (0..16).map(|i| format!("chunk {i}")).collect();
         assert_eq!(chunks, all, "{binding:?}: nothing lost, nothing repeated");
     }
 }
