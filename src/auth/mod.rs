@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -153,6 +153,13 @@ impl Authenticator {
     /// Checks the request's credential in its headers.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Authentication {
         self.authenticate_with(headers, None).await
+    }
+
+    /// The outcome for a request with these headers and extensions (where the connection
+    /// put the verified client certificate, if any).
+    pub async fn outcome(&self, headers: &HeaderMap, extensions: &Extensions) -> Authentication {
+        let certificate = extensions.get::<Arc<ClientCertificate>>();
+        self.authenticate_with(headers, certificate.map(|c| &**c)).await
     }
 
     /// Checks the request's credential: its headers, else the client certificate its
@@ -291,8 +298,7 @@ pub async fn layer(State(auth): State<Arc<Authenticator>>, mut request: Request,
     if auth.is_public(request.uri().path()) {
         return next.run(request).await;
     }
-    let certificate = request.extensions().get::<Arc<ClientCertificate>>().cloned();
-    let outcome = auth.authenticate_with(request.headers(), certificate.as_deref()).await;
+    let outcome = auth.outcome(request.headers(), request.extensions()).await;
     let refused = matches!(outcome, Authentication::Refused(_));
     if refused && request.uri().path() == "/metrics" {
         return challenge(&auth, StatusCode::UNAUTHORIZED.into_response());

@@ -17,6 +17,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use super::direct_grpc::DirectGrpc;
 use super::http1_guard::Http1Guard;
 use super::in_flight::{Activity, InFlight};
 use super::listener::ConnectionSettings;
@@ -27,12 +28,17 @@ use crate::auth::ClientCertificate;
 pub(super) struct Shared {
     builder: auto::Builder<TokioExecutor>,
     router: axum::Router,
+    direct: Option<DirectGrpc>,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
 }
 
 impl Shared {
-    pub(super) fn new(router: axum::Router, settings: ConnectionSettings, tls: Option<Arc<Tls>>) -> Self {
+    pub(super) fn new(
+        (router, direct): (axum::Router, Option<DirectGrpc>),
+        settings: ConnectionSettings,
+        tls: Option<Arc<Tls>>,
+    ) -> Self {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -44,7 +50,7 @@ impl Shared {
             .max_concurrent_streams(settings.http2_max_concurrent_streams)
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout);
-        Self { builder, router, settings, tls }
+        Self { builder, router, direct, settings, tls }
     }
 
     /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
@@ -93,7 +99,8 @@ where
 {
     let settings = &shared.settings;
     let activity = Arc::new(Activity::default());
-    let service = InFlight::new(shared.router.clone(), activity.clone(), settings.body_read_timeout, peer);
+    let routes = (shared.router.clone(), shared.direct.clone());
+    let service = InFlight::new(routes, activity.clone(), settings.body_read_timeout, peer);
     let connection = shared.builder.serve_connection(io, TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let mut age = std::pin::pin!(after(settings.max_connection_age));

@@ -20,6 +20,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tower::ServiceExt;
 
 use super::connection::Peer;
+use super::direct_grpc::DirectGrpc;
 use crate::error::BoxError;
 
 /// Requests in flight on one connection, and how many it has had.
@@ -72,10 +73,12 @@ impl Drop for InFlightGuard {
 
 /// The routes as one connection serves them: each request counted in flight, given the
 /// connection's peer (tonic's `TcpConnectInfo`, and the verified client certificate for the
-/// auth layer), and its body a deadline.
+/// auth layer), and its body a deadline; then the router, or for a plain gRPC call to the A2A
+/// service that service directly (see `direct_grpc.rs`).
 #[derive(Clone)]
 pub(super) struct InFlight {
     router: axum::Router,
+    direct: Option<DirectGrpc>,
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
     peer: Arc<Peer>,
@@ -83,12 +86,12 @@ pub(super) struct InFlight {
 
 impl InFlight {
     pub(super) fn new(
-        router: axum::Router,
+        (router, direct): (axum::Router, Option<DirectGrpc>),
         activity: Arc<Activity>,
         body_timeout: Option<Duration>,
         peer: Peer,
     ) -> Self {
-        Self { router, activity, body_timeout, peer: Arc::new(peer) }
+        Self { router, direct, activity, body_timeout, peer: Arc::new(peer) }
     }
 }
 
@@ -110,6 +113,12 @@ impl tower::Service<Request<Incoming>> for InFlight {
             head.extensions.insert(certificate.clone());
         }
         let request = Request::from_parts(head, Deadline::new(body, self.body_timeout));
+        if let Some(direct) = self.direct.as_ref().filter(|direct| direct.takes(&request)) {
+            let response = direct.clone().call(request);
+            return Box::pin(async move {
+                Ok(response.await.map(|body| Body::new(Tracked { body, _guard: guard })))
+            });
+        }
         let response = self.router.clone().oneshot(request);
         Box::pin(async move {
             let response = response.await?;
@@ -119,14 +128,14 @@ impl tower::Service<Request<Incoming>> for InFlight {
 }
 
 /// A response body that keeps its request in flight until it ends.
-struct Tracked {
-    body: Body,
+struct Tracked<B> {
+    body: B,
     _guard: InFlightGuard,
 }
 
-impl http_body::Body for Tracked {
+impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Tracked<B> {
     type Data = Bytes;
-    type Error = axum::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::connection::{self, Shared};
+use super::direct_grpc::DirectGrpc;
 use super::tls::Tls;
 use crate::error::BoxError;
 
@@ -82,18 +83,19 @@ pub fn default_max_connections(limit: Option<u64>) -> usize {
     usize::try_from(limit.saturating_sub(headroom).max(1)).unwrap_or(usize::MAX)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then waits for the open
-/// connections to finish.
+/// Serves `routes` (the router, and the A2A gRPC service its plain gRPC calls take directly,
+/// when this listener serves gRPC) on `listener` until `shutdown` resolves, then waits for
+/// the open connections to finish.
 pub(super) async fn serve(
     listener: TcpListener,
-    router: axum::Router,
+    routes: (axum::Router, Option<DirectGrpc>),
     shutdown: impl Future<Output = ()> + Send,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
 ) -> Result<(), BoxError> {
     let permits = Arc::new(Semaphore::new(settings.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
     let backoff = settings.accept_backoff;
-    let shared = Arc::new(Shared::new(router, settings, tls));
+    let shared = Arc::new(Shared::new(routes, settings, tls));
     // Each connection holds a receiver: the loop signals through it and waits until all are
     // dropped.
     let (signal, connections) = watch::channel(());

@@ -18,6 +18,7 @@
 //! # }
 //! ```
 mod connection;
+pub(crate) mod direct_grpc;
 mod drain;
 mod http1_guard;
 mod in_flight;
@@ -285,14 +286,16 @@ impl Server {
             descriptor_limit = descriptor_limit(),
             "connection cap (each listener)"
         );
-        let serve = |listener, router, tls: &Option<Arc<Tls>>| {
-            listener::serve(listener, router, until(), connections.clone(), tls.clone())
+        let serve = |listener, routes, tls: &Option<Arc<Tls>>| {
+            listener::serve(listener, routes, until(), connections.clone(), tls.clone())
         };
+        let direct = Some(app.direct.clone());
         let task = match self.http_listener {
-            None => tokio::spawn(serve(listener, app.combined(), &tls)),
+            None => tokio::spawn(serve(listener, (app.combined(), direct), &tls)),
             Some(http_listener) => {
                 let (grpc, http) = app.split();
-                let (grpc, http) = (serve(listener, grpc, &tls), serve(http_listener, http, &tls));
+                let (grpc, http) =
+                    (serve(listener, (grpc, direct), &tls), serve(http_listener, (http, None), &tls));
                 tokio::spawn(async move {
                     let (a, b) = tokio::join!(grpc, http);
                     a.and(b)

@@ -19,6 +19,7 @@ use crate::core::Core;
 use crate::error::{A2aError, BoxError};
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::push::PushStats;
+use crate::server::direct_grpc::DirectGrpc;
 use crate::transport::card::{self, CardService};
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
@@ -53,6 +54,9 @@ pub struct App {
     /// `/readyz` answers 200 while this is true.
     pub ready: Arc<AtomicBool>,
     state: HttpState,
+    /// Plain gRPC calls to the A2A service, for the listener that serves gRPC to take around
+    /// the router.
+    pub direct: DirectGrpc,
     layers: Layers,
 }
 
@@ -88,7 +92,8 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     // grpc-web wraps the A2A service alone: applied server-wide it would answer every plain
     // HTTP/1.1 request (JSON-RPC, REST) with 400.
     let limit = options.http.max_request_bytes;
-    let a2a = tonic_web::GrpcWebLayer::new().layer(A2aGrpc::new(core.clone(), limit));
+    let a2a_grpc = A2aGrpc::new(core.clone(), limit);
+    let a2a = tonic_web::GrpcWebLayer::new().layer(a2a_grpc.clone());
     let mut routes = Routes::new(a2a);
     if v03 {
         // v0.3 clients: `a2a.v1.A2AService`, a different package, so different method paths.
@@ -115,7 +120,8 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         http = http.merge(ui_router(state.clone()));
     }
     let cors = cors_layer(&options.cors_origins)?;
-    Ok(App { grpc, http, health, ready, state, layers: Layers { cors, auth: options.auth, limit } })
+    let direct = DirectGrpc::new(a2a_grpc, options.auth.clone(), limit, cors.is_some());
+    Ok(App { grpc, http, health, ready, state, direct, layers: Layers { cors, auth: options.auth, limit } })
 }
 
 impl App {

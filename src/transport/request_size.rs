@@ -79,16 +79,21 @@ const TONIC_TOO_LARGE: &str = "Error, decoded message length too large: found ";
 /// with tonic's `OUT_OF_RANGE` for a request message over the limit replaced by the limit error,
 /// with its ErrorInfo.
 pub async fn grpc_status(State(limit): State<usize>, mut response: Response) -> Response {
-    if response.headers().get(tonic::Status::GRPC_STATUS) != Some(&HeaderValue::from_static("11")) {
-        return response;
+    limit_status(limit, response.headers_mut());
+    response
+}
+
+/// [`grpc_status`] on a response's headers, for a call that does not go through the router.
+pub fn limit_status(limit: usize, headers: &mut HeaderMap) {
+    if headers.get(tonic::Status::GRPC_STATUS) != Some(&HeaderValue::from_static("11")) {
+        return;
     }
-    let Some(status) = tonic::Status::from_header_map(response.headers()) else { return response };
-    let Some(found) = status.message().strip_prefix(TONIC_TOO_LARGE) else { return response };
+    let Some(status) = tonic::Status::from_header_map(headers) else { return };
+    let Some(found) = status.message().strip_prefix(TONIC_TOO_LARGE) else { return };
     let size = found.split(' ').next().and_then(|n| n.parse().ok());
     // `add_header` replaces grpc-status, grpc-message and grpc-status-details-bin; it fails
     // only on a message that cannot be a header value, which ours is not.
-    let _ = too_large(limit, size).to_grpc_status().add_header(response.headers_mut());
-    response
+    let _ = too_large(limit, size).to_grpc_status().add_header(headers);
 }
 
 /// Runs the request, then drains what the handler left unread of an HTTP/1.x body (see the
