@@ -2,19 +2,45 @@
 //!
 //! Two outputs come from one parse: prost/tonic code for the gRPC binding, and the encoded
 //! descriptor set (which keeps custom options such as `google.api.http`) for server reflection
-//! and the descriptor-driven ProtoJSON of `src/protojson.rs`. The A2A v0.3 proto (package
+//! and the descriptor-driven ProtoJSON of `src/protojson.rs`; from that set pbjson-build then
+//! generates the serde code `src/protojson.rs` writes v1.0 JSON with. The A2A v0.3 proto (package
 //! `a2a.v1`, for v0.3 clients) is compiled the same way, into its own descriptor set.
 use std::{env, path::Path, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let out = PathBuf::from(env::var("OUT_DIR")?);
-    compile(&out, "lf/a2a/v1/a2a.proto", "a2a_descriptor.bin")?;
+    let v1 = compile(&out, "lf/a2a/v1/a2a.proto", "a2a_descriptor.bin")?;
     compile(&out, "a2a/v1/a2a.proto", "a2a_v03_descriptor.bin")?;
+    // Generated serde code for the v1.0 types: the canonical ProtoJSON the server writes.
+    pbjson_build::Builder::new()
+        .register_descriptors(&v1)?
+        .out_dir(&out)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .build(&[".lf.a2a.v1"])?;
+    rfc3339_timestamps(&out.join("lf.a2a.v1.serde.rs"))?;
     Ok(())
 }
 
-fn compile(out: &Path, file: &str, descriptor: &str) -> Result<(), Box<dyn std::error::Error>> {
+/// pbjson-types writes a Timestamp with a `+00:00` offset; ProtoJSON's form ends in `Z` (and
+/// prost-reflect, which reads and writes the rest, writes that). The two Timestamp fields are
+/// written through `protojson::Rfc3339` instead; the build fails if the generated code moved.
+fn rfc3339_timestamps(file: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let mut code = std::fs::read_to_string(file)?;
+    for field in ["timestamp", "statusTimestampAfter"] {
+        let generated = format!("struct_ser.serialize_field(\"{field}\", v)?;");
+        let ours = format!("struct_ser.serialize_field(\"{field}\", &crate::protojson::Rfc3339(v))?;");
+        if code.matches(&generated).count() != 1 {
+            return Err(format!("pbjson-build no longer writes {field} as `{generated}`").into());
+        }
+        code = code.replace(&generated, &ours);
+    }
+    std::fs::write(file, code)?;
+    Ok(())
+}
+
+/// Compiles one proto file; returns its encoded descriptor set.
+fn compile(out: &Path, file: &str, descriptor: &str) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     let mut compiler = protox::Compiler::new(["proto"])?;
     compiler.include_imports(true).include_source_info(true);
     compiler.open_files([file])?;
@@ -31,5 +57,5 @@ fn compile(out: &Path, file: &str, descriptor: &str) -> Result<(), Box<dyn std::
         .compile_well_known_types(true)
         .extern_path(".google.protobuf", "::pbjson_types")
         .compile_fds_with_config(compiler.file_descriptor_set(), config)?;
-    Ok(())
+    Ok(descriptor_bytes)
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::all, missing_docs, rustdoc::all)]
 
 tonic::include_proto!("lf.a2a.v1");
+include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
 
 /// The encoded `FileDescriptorSet` of `a2a.proto` and its imports, options included.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));

@@ -191,7 +191,7 @@ trait EncodeFor {
     fn encode_text_for(&self, generation: bool) -> String;
 }
 
-impl<T: prost::Message + prost::Name> EncodeFor for T {
+impl<T: crate::protojson::Encode> EncodeFor for T {
     fn encode_for(&self, generation: bool) -> Value {
         encode_for(self, generation)
     }
