@@ -5,7 +5,6 @@ use a2a_server::error::A2aError;
 use a2a_server::fuzzing;
 use a2a_server::protojson;
 use a2a_server::transport::operation::Operation;
-use prost::{Message, Name};
 use serde_json::{Value, json};
 use tonic_types::StatusExt;
 
@@ -50,7 +49,7 @@ pub fn mapped(error: &A2aError) {
 /// A decoded message survives the trip out and back: its canonical ProtoJSON (value and text
 /// agree) decodes strictly to a message with the same ProtoJSON, and its protobuf bytes decode
 /// to the same message. Returns the ProtoJSON.
-pub fn roundtrip<T: Message + Name + Default + Debug>(message: &T) -> Value {
+pub fn roundtrip<T: protojson::Encode + Default + Debug>(message: &T) -> Value {
     let value = protojson::encode(message);
     let text = protojson::encode_string(message);
     assert_eq!(serde_json::from_str::<Value>(&text).expect("ProtoJSON text is JSON"), value);
