@@ -24,21 +24,24 @@ use super::listener::ConnectionSettings;
 use super::tls::{self, Tls};
 use crate::auth::ClientCertificate;
 
+/// What one listener serves: the router, and the A2A gRPC service its plain gRPC calls take
+/// directly when the listener serves gRPC (see `direct_grpc.rs`).
+#[derive(Clone)]
+pub(super) struct Routes {
+    pub(super) router: axum::Router,
+    pub(super) direct: Option<DirectGrpc>,
+}
+
 /// What every connection of one listener shares.
 pub(super) struct Shared {
     builder: auto::Builder<TokioExecutor>,
-    router: axum::Router,
-    direct: Option<DirectGrpc>,
+    routes: Routes,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
 }
 
 impl Shared {
-    pub(super) fn new(
-        (router, direct): (axum::Router, Option<DirectGrpc>),
-        settings: ConnectionSettings,
-        tls: Option<Arc<Tls>>,
-    ) -> Self {
+    pub(super) fn new(routes: Routes, settings: ConnectionSettings, tls: Option<Arc<Tls>>) -> Self {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -50,7 +53,7 @@ impl Shared {
             .max_concurrent_streams(settings.http2_max_concurrent_streams)
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout);
-        Self { builder, router, direct, settings, tls }
+        Self { builder, routes, settings, tls }
     }
 
     /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
@@ -99,8 +102,7 @@ where
 {
     let settings = &shared.settings;
     let activity = Arc::new(Activity::default());
-    let routes = (shared.router.clone(), shared.direct.clone());
-    let service = InFlight::new(routes, activity.clone(), settings.body_read_timeout, peer);
+    let service = InFlight::new(shared.routes.clone(), activity.clone(), settings.body_read_timeout, peer);
     let connection = shared.builder.serve_connection(io, TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let mut age = std::pin::pin!(after(settings.max_connection_age));

@@ -19,8 +19,7 @@ use tokio::time::Sleep;
 use tonic::transport::server::TcpConnectInfo;
 use tower::ServiceExt;
 
-use super::connection::Peer;
-use super::direct_grpc::DirectGrpc;
+use super::connection::{Peer, Routes};
 use crate::error::BoxError;
 
 /// Requests in flight on one connection, and how many it has had.
@@ -77,8 +76,7 @@ impl Drop for InFlightGuard {
 /// service that service directly (see `direct_grpc.rs`).
 #[derive(Clone)]
 pub(super) struct InFlight {
-    router: axum::Router,
-    direct: Option<DirectGrpc>,
+    routes: Routes,
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
     peer: Arc<Peer>,
@@ -86,12 +84,12 @@ pub(super) struct InFlight {
 
 impl InFlight {
     pub(super) fn new(
-        (router, direct): (axum::Router, Option<DirectGrpc>),
+        routes: Routes,
         activity: Arc<Activity>,
         body_timeout: Option<Duration>,
         peer: Peer,
     ) -> Self {
-        Self { router, direct, activity, body_timeout, peer: Arc::new(peer) }
+        Self { routes, activity, body_timeout, peer: Arc::new(peer) }
     }
 }
 
@@ -113,13 +111,13 @@ impl tower::Service<Request<Incoming>> for InFlight {
             head.extensions.insert(certificate.clone());
         }
         let request = Request::from_parts(head, Deadline::new(body, self.body_timeout));
-        if let Some(direct) = self.direct.as_ref().filter(|direct| direct.takes(&request)) {
+        if let Some(direct) = self.routes.direct.as_ref().filter(|direct| direct.takes(&request)) {
             let response = direct.clone().call(request);
             return Box::pin(async move {
                 Ok(response.await.map(|body| Body::new(Tracked { body, _guard: guard })))
             });
         }
-        let response = self.router.clone().oneshot(request);
+        let response = self.routes.router.clone().oneshot(request);
         Box::pin(async move {
             let response = response.await?;
             Ok(response.map(|body| Body::new(Tracked { body, _guard: guard })))

@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use super::connection::{self, Shared};
-use super::direct_grpc::DirectGrpc;
+use super::connection::{self, Routes, Shared};
 use super::tls::Tls;
 use crate::error::BoxError;
 
@@ -83,12 +82,11 @@ pub fn default_max_connections(limit: Option<u64>) -> usize {
     usize::try_from(limit.saturating_sub(headroom).max(1)).unwrap_or(usize::MAX)
 }
 
-/// Serves `routes` (the router, and the A2A gRPC service its plain gRPC calls take directly,
-/// when this listener serves gRPC) on `listener` until `shutdown` resolves, then waits for
-/// the open connections to finish.
+/// Serves `routes` on `listener` until `shutdown` resolves, then waits for the open
+/// connections to finish.
 pub(super) async fn serve(
     listener: TcpListener,
-    routes: (axum::Router, Option<DirectGrpc>),
+    routes: Routes,
     shutdown: impl Future<Output = ()> + Send,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,

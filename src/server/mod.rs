@@ -40,6 +40,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic_health::server::HealthReporter;
 
+use connection::Routes;
 pub use drain::Drain;
 pub use in_flight::BodyReadTimeout;
 pub use listener::{ConnectionSettings, default_max_connections, descriptor_limit};
@@ -291,11 +292,11 @@ impl Server {
         };
         let direct = Some(app.direct.clone());
         let task = match self.http_listener {
-            None => tokio::spawn(serve(listener, (app.combined(), direct), &tls)),
+            None => tokio::spawn(serve(listener, Routes { router: app.combined(), direct }, &tls)),
             Some(http_listener) => {
                 let (grpc, http) = app.split();
-                let (grpc, http) =
-                    (serve(listener, (grpc, direct), &tls), serve(http_listener, (http, None), &tls));
+                let grpc = serve(listener, Routes { router: grpc, direct }, &tls);
+                let http = serve(http_listener, Routes { router: http, direct: None }, &tls);
                 tokio::spawn(async move {
                     let (a, b) = tokio::join!(grpc, http);
                     a.and(b)
