@@ -4,7 +4,8 @@
 //! and no critical section grows with the number of tasks: a save or a get is a few hash and
 //! O(log n) index operations, a ListTasks page a seek plus the page (the page's tasks are
 //! cloned after the lock is released), and eviction runs in batches of `EVICT_BATCH` with the
-//! lock released in between, the evicted tasks freed outside it.
+//! lock released in between, the evicted tasks freed outside it. Saves let finished tasks run
+//! a batch over the count before evicting (reads never see them: a read evicts first).
 mod index;
 mod ranked;
 mod retention;
@@ -26,9 +27,10 @@ use index::{Entry, Indexes, Position};
 use retention::{Counted, Finished};
 pub use retention::{DEFAULT_MAX_BYTES, Retention};
 
-/// Finished tasks evicted per critical section: enough that eviction keeps up (a save adds at
-/// most one finished task), few enough that other calls wait microseconds, not milliseconds,
-/// when a large task pushes many small ones out or a burst expires at once.
+/// Finished tasks evicted per critical section, and how far past the count saves let them
+/// run before evicting: a batch of the oldest is removed while the index paths to them are
+/// warm, and other calls still wait microseconds, not milliseconds, when a large task pushes
+/// many small ones out or a burst expires at once.
 const EVICT_BATCH: usize = 64;
 
 struct Record {
@@ -67,10 +69,10 @@ impl MemoryStore {
     }
 
     /// Runs `work` on the state in the same critical section as the first batch of
-    /// eviction (one lock per call, not two: every save evicts at the retention cap, and the
-    /// workers contend for this lock), then evicts the rest a batch per critical section.
-    /// A read evicts first (it must not see what retention dropped), a save after (what it
-    /// adds counts at once). Evicted tasks are freed outside the lock.
+    /// eviction (one lock per call, not two: the workers contend for this lock), then evicts
+    /// the rest a batch per critical section. A read evicts first, everything due (it must
+    /// not see what retention dropped); a save after, and only once a whole batch is due
+    /// ([`Finished::save_due`]). Evicted tasks are freed outside the lock.
     fn with_evicted<T>(&self, now: Instant, read: bool, work: impl FnOnce(&mut State) -> T) -> T {
         let (result, evicted, mut more) = {
             let mut state = self.lock();
@@ -79,7 +81,10 @@ impl MemoryStore {
                 (work(&mut state), evicted, more)
             } else {
                 let result = work(&mut state);
-                let (evicted, more) = state.evict(&self.retention, now);
+                let (evicted, more) = match state.finished.save_due(&self.retention, now, EVICT_BATCH) {
+                    true => state.evict(&self.retention, now),
+                    false => (Vec::new(), false),
+                };
                 (result, evicted, more)
             }
         };
@@ -143,7 +148,7 @@ impl State {
         }
         let Self { tasks, indexes, finished, .. } = self;
         let entry = |id: Arc<str>| Entry {
-            position: Position { nanos: status_nanos(&task), id },
+            position: Position::new(status_nanos(&task), id),
             state: state_of(task.status.as_ref()),
             context_id: task.context_id.clone(),
         };
@@ -207,7 +212,8 @@ impl TaskStore for MemoryStore {
         config: &TaskPushNotificationConfig,
         limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
-        self.lock().push_configs.put(owner, config, limits)
+        // Evicts first, as a read does: a due task's configs must not count against the cap.
+        self.with_evicted(Instant::now(), true, |state| state.push_configs.put(owner, config, limits))
     }
 
     async fn push_configs(
@@ -215,7 +221,7 @@ impl TaskStore for MemoryStore {
         owner: &Owner,
         task_id: &str,
     ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
-        Ok(self.lock().push_configs.of(owner, task_id))
+        Ok(self.with_evicted(Instant::now(), true, |state| state.push_configs.of(owner, task_id)))
     }
 
     async fn delete_push_config(
@@ -226,5 +232,67 @@ impl TaskStore for MemoryStore {
     ) -> Result<(), A2aError> {
         self.lock().push_configs.delete(owner, task_id, config_id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{TaskState, TaskStatus};
+
+    fn finished(id: usize) -> Arc<Task> {
+        let status = TaskStatus { state: TaskState::Completed as i32, ..Default::default() };
+        Arc::new(Task {
+            id: format!("t{id}"),
+            context_id: "c".into(),
+            status: Some(status),
+            ..Default::default()
+        })
+    }
+
+    /// Saves let a batch of finished tasks past the count before evicting them together;
+    /// no read, list or push-config call ever sees one of them.
+    #[tokio::test]
+    async fn saves_evict_in_batches_and_reads_stay_exact() {
+        let store = MemoryStore::new(Retention { max_finished: 2, ..Retention::default() });
+        let owner = Owner::default();
+        let held = || store.lock().tasks.len();
+        for id in 0..EVICT_BATCH + 1 {
+            store.save(&owner, finished(id)).await.unwrap();
+        }
+        assert_eq!(held(), EVICT_BATCH + 1, "a batch less one over the count: nothing evicted yet");
+        store.save(&owner, finished(EVICT_BATCH + 1)).await.unwrap();
+        assert_eq!(held(), 2, "a whole batch over: evicted down to the count at once");
+
+        for id in 100..110 {
+            store.save(&owner, finished(id)).await.unwrap();
+        }
+        assert_eq!(held(), 12);
+        assert!(store.get(&owner, "t107").await.unwrap().is_none(), "a read evicts first");
+        assert_eq!(held(), 2);
+        store.save(&owner, finished(110)).await.unwrap();
+        let page = store.list(&owner, &TaskQuery { page_size: 10, ..Default::default() }).await.unwrap();
+        assert_eq!(page.total, 2, "a list evicts first");
+        let ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.contains(&"t110") && ids.contains(&"t109"), "{ids:?}");
+    }
+
+    /// The id's head breaks ties exactly as the whole id would, whatever the ids' lengths.
+    #[test]
+    fn positions_order_as_timestamp_then_id() {
+        let ids =
+            ["", "a", "a\0", "a\0\u{1}", "abcdefgh", "abcdefgh0", "abcdefghi", "abcdefg", "b", "\u{7f}z"];
+        let mut positions: Vec<Position> = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            for nanos in [5, (i % 3) as i128] {
+                positions.push(Position::new(nanos, Arc::from(*id)));
+            }
+        }
+        let mut expected = positions.clone();
+        expected
+            .sort_by(|a, b| (std::cmp::Reverse(a.nanos), &*a.id).cmp(&(std::cmp::Reverse(b.nanos), &*b.id)));
+        positions.sort();
+        assert_eq!(positions, expected);
     }
 }

@@ -29,6 +29,10 @@ impl Default for Retention {
     }
 }
 
+/// How long past its age a finished task may stay until a save evicts it (a read evicts it
+/// at once).
+pub const SAVE_AGE_SLACK: Duration = Duration::from_secs(1);
+
 /// How retention counts one finished task: which entry of the order is its own (a task can
 /// be forgotten and leave its entry behind) and its encoded size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +95,18 @@ impl Finished {
         let too_old = now.saturating_duration_since(*finished_at) > retention.max_age;
         let too_big = self.bytes > retention.max_bytes;
         (too_many || too_old || too_big).then(|| Due { id: id.clone(), seq: *seq })
+    }
+
+    /// Whether a save should evict now. Saves evict in batches, and only once retention is
+    /// exceeded by a whole `batch` of tasks (or the oldest is [`SAVE_AGE_SLACK`] overdue, or
+    /// the bytes are over at all): removing a run of the oldest together walks the indexes
+    /// while they are warm, where one per save walked them cold every time. Reads still evict
+    /// everything due first, so what any caller sees is exact.
+    pub fn save_due(&self, retention: &Retention, now: Instant, batch: usize) -> bool {
+        let Some((_, finished_at, _)) = self.order.front() else { return false };
+        self.count >= retention.max_finished.saturating_add(batch)
+            || self.bytes > retention.max_bytes
+            || now.saturating_duration_since(*finished_at) > retention.max_age.saturating_add(SAVE_AGE_SLACK)
     }
 
     /// Takes the oldest entry out, and the task it counted if `counted` (see [`Due::counts`]).
