@@ -151,20 +151,24 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Tracked<B> {
     }
 }
 
-/// A request body that fails if it has not arrived in full by its deadline.
+/// A request body that fails if it has not arrived in full by its deadline. The timer is
+/// armed only when the body first has to be waited for: most bodies (a unary call's) are
+/// there with the headers, and a timer per request was measurable on the unary path.
 struct Deadline {
     body: Incoming,
-    /// Until the body has ended; `None` also without a limit.
+    /// When the body must have ended; `None` once it has, or without a limit.
+    due: Option<tokio::time::Instant>,
+    /// Armed at the first wait.
     timer: Option<Pin<Box<Sleep>>>,
     timed_out: bool,
 }
 
 impl Deadline {
     fn new(body: Incoming, timeout: Option<Duration>) -> Self {
-        let timer = timeout
+        let due = timeout
             .filter(|_| !http_body::Body::is_end_stream(&body))
-            .map(|t| Box::pin(tokio::time::sleep(t)));
-        Self { body, timer, timed_out: false }
+            .map(|t| tokio::time::Instant::now() + t);
+        Self { body, due, timer: None, timed_out: false }
     }
 }
 
@@ -188,18 +192,19 @@ impl http_body::Body for Deadline {
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(frame) => {
                 if frame.is_none() {
-                    this.timer = None;
+                    (this.due, this.timer) = (None, None);
                 }
                 Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
             }
             Poll::Pending => {
-                let expired = this.timer.as_mut().is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-                if !expired {
+                let Some(due) = this.due else { return Poll::Pending };
+                let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+                if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
                 tracing::debug!("request body cut at its deadline");
                 this.timed_out = true;
-                this.timer = None;
+                (this.due, this.timer) = (None, None);
                 Poll::Ready(Some(Err(BodyReadTimeout.into())))
             }
         }
