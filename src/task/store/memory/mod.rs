@@ -81,9 +81,10 @@ impl MemoryStore {
                 (work(&mut state), evicted, more)
             } else {
                 let result = work(&mut state);
-                let (evicted, more) = match state.finished.save_due(&self.retention, now, EVICT_BATCH) {
-                    true => state.evict(&self.retention, now),
-                    false => (Vec::new(), false),
+                let (evicted, more) = if state.finished.save_due(&self.retention, now, EVICT_BATCH) {
+                    state.evict(&self.retention, now)
+                } else {
+                    (Vec::new(), false)
                 };
                 (result, evicted, more)
             }
