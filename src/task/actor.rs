@@ -98,6 +98,8 @@ impl TaskActor {
 
     pub(super) async fn run(mut self) {
         while self.running() {
+            // Everything the last command or execution end caused is published by now.
+            self.executions.signal_ended();
             if self.journal.as_ref().is_some_and(Journal::has_deferred) {
                 self.persist().await;
                 self.answer_deferred();

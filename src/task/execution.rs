@@ -23,14 +23,18 @@ type AgentFuture = Pin<Box<dyn Future<Output = Result<(), A2aError>> + Send>>;
 struct Running {
     id: u64,
     future: AgentFuture,
-    /// Dropped when the execution ends: wakes a stream waiting for its turn to end.
-    _done: Option<oneshot::Sender<()>>,
+    /// Dropped once the execution has ended and its events are published: wakes a stream
+    /// waiting for its turn to end.
+    done: Option<oneshot::Sender<()>>,
 }
 
 /// The running executions, in start order.
 #[derive(Default)]
 pub(crate) struct Executions {
     running: Vec<Running>,
+    /// The turn signals of executions that ended or were dropped, held until the actor has
+    /// published what they sent (see [`Executions::signal_ended`]).
+    ended: Vec<oneshot::Sender<()>>,
 }
 
 impl Executions {
@@ -62,7 +66,7 @@ impl Executions {
                 .await
                 .unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into())))
         });
-        self.running.push(Running { id, future, _done: done });
+        self.running.push(Running { id, future, done });
         ended
     }
 
@@ -72,7 +76,16 @@ impl Executions {
 
     /// Drops every execution (each stops at its current `.await`).
     pub fn abort_all(&mut self) {
-        self.running.clear();
+        let signals = self.running.drain(..).filter_map(|running| running.done);
+        self.ended.extend(signals);
+    }
+
+    /// Tells the streams following ended executions that their turn is over. The actor calls
+    /// this only after it has published everything those executions sent (and whatever their
+    /// end caused, such as a failure): a stream woken earlier could still see the task waiting
+    /// for input, end there, and miss the events of the turn it follows.
+    pub fn signal_ended(&mut self) {
+        self.ended.clear();
     }
 
     /// Polls every execution; the first that has ended, with its result. Pending (for ever)
@@ -81,6 +94,7 @@ impl Executions {
         for i in 0..self.running.len() {
             if let Poll::Ready(result) = self.running[i].future.as_mut().poll(cx) {
                 let finished = self.running.remove(i);
+                self.ended.extend(finished.done);
                 return Poll::Ready((finished.id, result));
             }
         }
@@ -90,5 +104,69 @@ impl Executions {
     /// Resolves with the next execution to end.
     pub async fn next_finished(&mut self) -> (u64, Result<(), A2aError>) {
         std::future::poll_fn(|cx| self.poll_finished(cx)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentEvent;
+    use crate::call::Owner;
+    use crate::proto::{Message, Task};
+
+    /// Sends one event and returns at once, as a quick agent does.
+    struct OneEvent;
+
+    #[async_trait::async_trait]
+    impl AgentExecutor for OneEvent {
+        async fn execute(&self, _ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+            let _ = events.reply("hi").await;
+            Ok(())
+        }
+    }
+
+    fn context() -> RequestContext {
+        RequestContext {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            message: Message::default(),
+            task: Arc::new(Task::default()),
+            new_task: false,
+            owner: Owner::default(),
+            extensions: Vec::new(),
+            metadata: None,
+            accepted_output_modes: Vec::new(),
+        }
+    }
+
+    /// The stream following a turn must not hear that it is over while the events the turn
+    /// sent still wait in the actor's queue (it would end without them).
+    #[tokio::test]
+    async fn a_turn_ends_only_when_the_actor_says_its_events_are_out() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut executions = Executions::default();
+        let mut ended =
+            executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");
+        let (id, result) = executions.next_finished().await;
+        assert_eq!((id, result.is_ok()), (1, true));
+        assert!(
+            matches!(rx.try_recv(), Ok(Command::Agent(event)) if matches!(*event, AgentEvent::Message(_)))
+        );
+        assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Empty), "not over yet");
+        executions.signal_ended();
+        assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Closed), "over now");
+    }
+
+    #[tokio::test]
+    async fn dropped_executions_end_their_turns_when_the_actor_says_so() {
+        let (tx, _rx) = mpsc::channel(4);
+        let mut executions = Executions::default();
+        let mut ended =
+            executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");
+        executions.abort_all();
+        assert!(executions.is_empty());
+        assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Empty), "not over yet");
+        executions.signal_ended();
+        assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Closed), "over now");
     }
 }
