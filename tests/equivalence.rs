@@ -295,6 +295,7 @@ fn check_get_with_history_length(steps: &Steps) {
 async fn list_with_pagination(client: &Client) -> Steps {
     for text in ["one", "two", "three"] {
         task_of(&client.send(with_context(text, "equivalence-context")).await);
+        next_millisecond().await;
     }
     task_of(&client.send(with_context("elsewhere", "another-context")).await);
     let page = |token: String| ListTasksRequest {
@@ -509,6 +510,7 @@ fn check_stream_to_input_required(steps: &Steps) {
 
 async fn list_filters(client: &Client) -> Steps {
     task_of(&client.send(send("input")).await);
+    next_millisecond().await;
     task_of(&client.send(send("hi")).await);
     let waiting = ListTasksRequest { status: TaskState::InputRequired as i32, ..Default::default() };
     let full =

@@ -55,6 +55,7 @@ async fn send_get_list_cancel_routes() {
     let task = Rest::ok(rest.get(&format!("/tasks/{id}?history_length=1")).await).await;
     assert_eq!(task["history"].as_array().unwrap().len(), 1, "snake_case query names work too");
 
+    next_millisecond().await;
     rest.send("", "second").await;
     let page = Rest::ok(rest.get("/tasks?pageSize=1&includeArtifacts=true").await).await;
     assert_eq!(page["totalSize"], 2);

@@ -289,6 +289,13 @@ pub async fn next(stream: &mut tonic::Streaming<StreamResponse>) -> Option<Strea
     tokio::time::timeout(PATIENCE, stream.message()).await.expect("stream stalled").expect("stream error")
 }
 
+/// Waits until the next status timestamp will differ from the last one. Timestamps are whole
+/// milliseconds (spec §5.6.1), so tasks that change within one tie in ListTasks' newest-first
+/// order (and are then ordered by id); a test asserting that order waits this out.
+pub async fn next_millisecond() {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
+
 /// Asserts the status code and the A2A ErrorInfo (domain and reason) of an error.
 pub fn assert_a2a_error(status: &tonic::Status, code: tonic::Code, reason: &str) {
     assert_eq!(status.code(), code, "code of {status:?}");
