@@ -57,7 +57,7 @@
 //!   the functions in `error.rs`; mount it in `server/router.rs`.
 //! - **Add an agent**: implement [`agent::AgentExecutor`] and start it with
 //!   [`server::Server::new`] (see `examples/shout.rs`); for a built-in one, a variant of
-//!   `AgentKind` in `config.rs`.
+//!   `AgentKind` in `config/mod.rs`.
 //! - **Add a metric**: beside the code that updates it — `task/metrics.rs` for task
 //!   lifecycles, `telemetry.rs` for requests, the push stats in `push/` — registered once, not
 //!   looked up per call; gauges read from the core at scrape time go in the `/metrics`
@@ -66,7 +66,8 @@
 //!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
 //!   `Authenticator::declare` (the card); the bindings and the core need no change.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
-//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`) and a flag in `config.rs`.
+//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
+//!   its reading in `config/settings.rs`.
 pub mod agent;
 pub mod auth;
 pub mod call;
