@@ -73,8 +73,7 @@ async fn a_follow_up_stream_holds_every_event_of_its_turn() {
                         })
                         .collect();
                     assert_eq!(kinds, ["task", "artifact", "status"], "{context}: the whole turn");
-                    let Some(Payload::StatusUpdate(last)) = &items[2].payload else { unreachable!() };
-                    assert_eq!(last.status.as_ref().map(|s| s.state), Some(TaskState::Completed as i32));
+                    assert_eq!(item_state(&items[2]), Some(TaskState::Completed), "{context}");
                 }
             });
         }
