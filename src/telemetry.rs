@@ -6,6 +6,7 @@
 //! The request span is at DEBUG level, unless spans are exported (OTLP), when it is at INFO:
 //! a log layer formats a span's fields as it opens, and at the default `info` that cost about
 //! 5% of a unary call's CPU for a context no line at `info` needed.
+use std::borrow::Borrow;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
@@ -103,40 +104,48 @@ impl RequestIds for GetExtendedAgentCardRequest {}
 /// Runs one call inside a span (method, binding, task and context ids, W3C `traceparent`)
 /// and records its count and latency. For streaming calls this measures the time to the
 /// stream's start.
-pub async fn observe<R, T, Fut>(
+///
+/// Synchronous up to `run` (inside the span), so that the future holds neither the request
+/// nor the call: only `run`'s future, the span and the clock.
+pub fn observe<C, R, T, Fut, F>(
     binding: &'static str,
     method: &'static str,
-    call: &CallContext,
+    call: C,
     request: R,
-    run: impl FnOnce(R) -> Fut,
-) -> Result<T, A2aError>
+    run: F,
+) -> impl Future<Output = Result<T, A2aError>> + use<C, R, T, Fut, F>
 where
+    C: Borrow<CallContext>,
     R: RequestIds,
+    F: FnOnce(R, C) -> Fut,
     Fut: Future<Output = Result<T, A2aError>>,
 {
-    let span = call_span(binding, method, &request, call);
+    let span = call_span(binding, method, &request, call.borrow());
     #[cfg(feature = "otel")]
-    if let Some(traceparent) = &call.traceparent {
+    if let Some(traceparent) = &call.borrow().traceparent {
         crate::otel::set_parent(&span, traceparent);
     }
     let started = Instant::now();
-    let result = run(request).instrument(span.clone()).await;
-    let elapsed = started.elapsed();
-    let outcome = match &result {
-        Ok(_) => "ok",
-        Err(error) => error.reason(),
-    };
-    span.in_scope(|| tracing::debug!(outcome, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request"));
-    let handles = call_metrics(binding, method);
-    match outcome {
-        "ok" => handles.ok.increment(1),
-        outcome => {
-            metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => outcome)
-                .increment(1)
+    let running = span.in_scope(|| run(request, call)).instrument(span.clone());
+    async move {
+        let result = running.await;
+        let elapsed = started.elapsed();
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(error) => error.reason(),
+        };
+        span.in_scope(|| tracing::debug!(outcome, elapsed_ms = elapsed.as_secs_f64() * 1e3, "request"));
+        let handles = call_metrics(binding, method);
+        match outcome {
+            "ok" => handles.ok.increment(1),
+            outcome => {
+                metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => outcome)
+                    .increment(1)
+            }
         }
+        handles.duration.record(elapsed.as_secs_f64());
+        result
     }
-    handles.duration.record(elapsed.as_secs_f64());
-    result
 }
 
 /// Whether request spans are exported: they are then at INFO level (see the module doc).

@@ -2,7 +2,10 @@
 //! follow a turn are in `stream.rs`.
 use std::sync::Arc;
 
+use std::future::Future;
+
 use futures::StreamExt;
+use futures::future::BoxFuture;
 
 use super::stream::{Ends, turn_stream};
 use super::tasks::trimmed;
@@ -19,7 +22,7 @@ use crate::task::log::TaskEvent;
 use crate::task::now;
 use crate::task::quota::SubscriptionSlot;
 use crate::task::registry::{Found, with_live};
-use crate::task::spawn::start_task;
+use crate::task::spawn::{StartingTask, start_task};
 
 /// What SendMessage answers, with the task shared rather than copied: the gRPC binding
 /// encodes it straight from the copy the actor and the store share.
@@ -44,84 +47,108 @@ impl SendOutcome {
 impl Core {
     /// SendMessage: blocks until the task is terminal or interrupted, unless
     /// `returnImmediately`.
-    pub async fn send_message(
-        &self,
+    pub fn send_message<'a>(
+        &'a self,
         call: &CallContext,
         request: SendMessageRequest,
-    ) -> Result<SendMessageResponse, A2aError> {
-        self.send_message_shared(call, request).await.map(SendOutcome::into_response)
+    ) -> impl Future<Output = Result<SendMessageResponse, A2aError>> + Send + use<'a> {
+        let outcome = self.send_message_shared(call, request);
+        async move { outcome.await.map(SendOutcome::into_response) }
     }
 
     /// SendMessage, answering with the task shared (no copy of it is made for the answer).
-    pub async fn send_message_shared(
-        &self,
+    ///
+    /// The request is checked and taken apart before the future exists (as in every entry
+    /// point here), so the future holds only what the rest of the call needs: the request's
+    /// bytes are not copied into it and on with every layer that awaits it.
+    pub fn send_message_shared<'a>(
+        &'a self,
         call: &CallContext,
         request: SendMessageRequest,
-    ) -> Result<SendOutcome, A2aError> {
-        self.admit(call)?;
-        send_message(self, call, request).await
+    ) -> impl Future<Output = Result<SendOutcome, A2aError>> + Send + use<'a> {
+        let configuration = request.configuration.as_ref();
+        let return_immediately = configuration.is_some_and(|c| c.return_immediately);
+        let history_length = configuration.and_then(|c| c.history_length);
+        let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
+        let begun = self.admit(call).and_then(|()| begin(self, call, request, answer, false));
+        async move {
+            let task = match begun?.0.started().await? {
+                Started::Message(message) => return Ok(SendOutcome::Message(message)),
+                Started::Turn(turn) => turn.subscription.snapshot,
+                Started::Settled(task) => task,
+            };
+            Ok(SendOutcome::Task(trimmed(task, history_length)))
+        }
     }
 
     /// SendStreamingMessage: the Task (or one Message), then updates until terminal or
     /// interrupted.
-    pub async fn send_streaming_message(
-        &self,
+    pub fn send_streaming_message<'a>(
+        &'a self,
         call: &CallContext,
         request: SendMessageRequest,
-    ) -> Result<EventStream, A2aError> {
-        self.admit(call)?;
-        self.require_streaming()?;
-        send_streaming_message(self, call, request).await
+    ) -> impl Future<Output = Result<EventStream, A2aError>> + Send + use<'a> {
+        let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
+        let begun = self
+            .admit(call)
+            .and_then(|()| self.require_streaming())
+            .and_then(|()| begin(self, call, request, Answer::Follow, true));
+        async move {
+            let (begun, slot) = begun?;
+            Ok(match begun.started().await? {
+                Started::Message(message) => {
+                    let event =
+                        TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
+                    futures::stream::iter([Ok(Arc::new(event))]).boxed()
+                }
+                Started::Turn(turn) => {
+                    let ends =
+                        Ends { shutdown: Some(self.draining()), max_age: self.settings.max_stream, slot };
+                    turn_stream(*turn, history_length, ends)
+                }
+                Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
+            })
+        }
     }
 }
 
-async fn send_message(
-    core: &Core,
-    call: &CallContext,
-    request: SendMessageRequest,
-) -> Result<SendOutcome, A2aError> {
-    let configuration = request.configuration.as_ref();
-    let return_immediately = configuration.is_some_and(|c| c.return_immediately);
-    let history_length = configuration.and_then(|c| c.history_length);
-    let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
-    let task = match begin(core, call, request, answer, false).await?.0 {
-        Started::Message(message) => return Ok(SendOutcome::Message(message)),
-        Started::Turn(turn) => turn.subscription.snapshot,
-        Started::Settled(task) => task,
-    };
-    Ok(SendOutcome::Task(trimmed(task, history_length)))
+/// A validated message, handed on: what remains is to hear how its task started.
+enum Begun<'a> {
+    /// A new task's actor, not yet run: the common path, held inline.
+    Start(StartingTask),
+    /// A follow-up, or a new task whose inline webhook is registered first: boxed, so that
+    /// their state does not enlarge every SendMessage's future.
+    Boxed(BoxFuture<'a, Result<Started, A2aError>>),
 }
 
-async fn send_streaming_message(
-    core: &Core,
-    call: &CallContext,
-    request: SendMessageRequest,
-) -> Result<EventStream, A2aError> {
-    let history_length = request.configuration.as_ref().and_then(|c| c.history_length);
-    let (started, slot) = begin(core, call, request, Answer::Follow, true).await?;
-    Ok(match started {
-        Started::Message(message) => {
-            let event = TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
-            futures::stream::iter([Ok(Arc::new(event))]).boxed()
+impl Begun<'_> {
+    async fn started(self) -> Result<Started, A2aError> {
+        match self {
+            Self::Start(starting) => started(starting).await,
+            Self::Boxed(started) => started.await,
         }
-        Started::Turn(turn) => {
-            let ends = Ends { shutdown: Some(core.draining()), max_age: core.settings.max_stream, slot };
-            turn_stream(*turn, history_length, ends)
-        }
-        Started::Settled(_) => unreachable!("a stream asks to follow, not to settle"),
-    })
+    }
+}
+
+/// Runs a new task's actor until it first waits, then waits for its answer.
+async fn started(starting: StartingTask) -> Result<Started, A2aError> {
+    starting
+        .run()
+        .await
+        .await
+        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
 }
 
 /// Validates a SendMessage request and hands the message to a new task or to the live task
 /// it names, answered as `answer` asks. A `stream` takes its subscription slot first, and
-/// gets it back to hold while it lasts.
-async fn begin(
-    core: &Core,
+/// gets it back to hold while it lasts. Synchronous: nothing of the request outlives it.
+fn begin<'a>(
+    core: &'a Core,
     call: &CallContext,
     request: SendMessageRequest,
     answer: Answer,
     stream: bool,
-) -> Result<(Started, Option<SubscriptionSlot>), A2aError> {
+) -> Result<(Begun<'a>, Option<SubscriptionSlot>), A2aError> {
     validate::parts(&request, core.settings.max_parts)?;
     validate::struct_values(&request, core.settings.max_struct_values)?;
     validate::send_message(&request)?;
@@ -145,9 +172,8 @@ async fn begin(
             // Only for follow-ups: a message that creates a task has nothing to match.
             if_generation_match: configuration.if_generation_match,
         };
-        // Boxed: its state would otherwise enlarge every SendMessage's future.
-        let started = Box::pin(continue_task(core, owner, follow_up, inline_push, answer)).await?;
-        return Ok((started, slot));
+        let started = continue_task(core, owner, follow_up, inline_push, answer);
+        return Ok((Begun::Boxed(Box::pin(started)), slot));
     }
 
     let task_id = uuid::Uuid::new_v4().to_string();
@@ -160,14 +186,8 @@ async fn begin(
     };
     message.task_id = task_id.clone();
     message.context_id = context_id.clone();
-    let registered = match inline_push {
-        // Registered before the agent runs, so the webhook sees the task's first event.
-        Some(config) => {
-            let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
-            Some((owner.clone(), Box::pin(core.register_push_config(&owner, config)).await?))
-        }
-        None => None,
-    };
+    let inline_push =
+        inline_push.map(|config| TaskPushNotificationConfig { task_id: task_id.clone(), ..config });
     let task = Task {
         id: task_id.clone(),
         context_id: context_id.clone(),
@@ -192,20 +212,32 @@ async fn begin(
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    let started = start_task(core.env.clone(), owner, ctx, answer, reservation)
-        .run()
-        .await
-        .await
-        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())));
-    if let Some((owner, config)) = registered
-        && !matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
+    // Not run yet: an inline webhook is registered first.
+    let starting = start_task(core.env.clone(), owner.clone(), ctx, answer, reservation);
+    let begun = match inline_push {
+        None => Begun::Start(starting),
+        Some(config) => Begun::Boxed(Box::pin(with_webhook(core, owner, config, starting))),
+    };
+    Ok((begun, slot))
+}
+
+/// Starts a new task whose message carries a webhook: registered before the agent runs, so
+/// the webhook sees the task's first event, and forgotten if no task came to be (a direct
+/// reply, or the agent failed first).
+async fn with_webhook(
+    core: &Core,
+    owner: Owner,
+    config: TaskPushNotificationConfig,
+    starting: StartingTask,
+) -> Result<Started, A2aError> {
+    let config = core.register_push_config(&owner, config).await?;
+    let started = started(starting).await;
+    if !matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
+        && let Err(error) = core.env.store.delete_push_config(&owner, &config.task_id, &config.id).await
     {
-        // No task came to be (a direct reply, or the agent failed first): nor does its webhook.
-        if let Err(error) = core.env.store.delete_push_config(&owner, &config.task_id, &config.id).await {
-            tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
-        }
+        tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
     }
-    Ok((started?, slot))
+    started
 }
 
 /// Hands a follow-up message to the live (or hibernated) task it names.

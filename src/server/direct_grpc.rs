@@ -47,7 +47,8 @@ impl DirectGrpc {
         B::Error: Into<tonic::codegen::StdError> + Send + 'static,
     {
         if let Some(auth) = &self.auth {
-            let outcome = auth.outcome(request.headers(), request.extensions()).await;
+            // Boxed: its state would otherwise enlarge every call's future, with auth or not.
+            let outcome = Box::pin(auth.outcome(request.headers(), request.extensions())).await;
             request.extensions_mut().insert(outcome);
         }
         let mut response = match self.service.call(request).await {

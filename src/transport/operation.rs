@@ -142,7 +142,7 @@ impl Operation {
         call: &CallContext,
         binding: &'static str,
     ) -> Result<Outcome, A2aError> {
-        observe(binding, self.name(), call, self, |operation| operation.run(core, call)).await
+        observe(binding, self.name(), call, self, |operation, call| operation.run(core, call)).await
     }
 
     async fn run(self, core: &Core, call: &CallContext) -> Result<Outcome, A2aError> {

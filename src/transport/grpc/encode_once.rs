@@ -72,12 +72,12 @@ pub(super) struct Events(pub(super) EventStream);
 
 impl<Req: RequestIds, Resp> Rpc<Req, Resp> {
     /// Runs the RPC for `request` inside the shared request telemetry.
-    pub(super) async fn answer(
+    pub(super) fn answer(
         &self,
         binding: &GrpcBinding,
         request: Request<Req>,
-    ) -> Result<Response<Resp>, Status> {
-        binding.call(self.method, request, self.run).await
+    ) -> impl Future<Output = Result<Response<Resp>, Status>> + use<Req, Resp> {
+        binding.call(self.method, request, self.run)
     }
 }
 
@@ -151,8 +151,7 @@ impl<Req: RequestIds + Send + 'static, Resp: WireEncode> UnaryService<Req> for S
     type Future = BoxFuture<'static, Result<Response<Resp>, Status>>;
 
     fn call(&mut self, request: Request<Req>) -> Self::Future {
-        let (binding, rpc) = (self.binding.clone(), self.rpc);
-        Box::pin(async move { rpc.answer(&binding, request).await })
+        Box::pin(self.rpc.answer(&self.binding, request))
     }
 }
 
@@ -162,10 +161,8 @@ impl<Req: RequestIds + Send + 'static> ServerStreamingService<Req> for Served<Re
     type Future = BoxFuture<'static, Result<Response<Self::ResponseStream>, Status>>;
 
     fn call(&mut self, request: Request<Req>) -> Self::Future {
-        let (binding, rpc) = (self.binding.clone(), self.rpc);
-        Box::pin(async move {
-            Ok(rpc.answer(&binding, request).await?.map(|Events(stream)| shared_bytes(stream)))
-        })
+        let answer = self.rpc.answer(&self.binding, request);
+        Box::pin(async move { Ok(answer.await?.map(|Events(stream)| shared_bytes(stream))) })
     }
 }
 

@@ -91,21 +91,22 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
 }
 
 impl GrpcBinding {
-    /// Runs one call against the core inside the shared request telemetry.
-    async fn call<R, T, Fut>(
+    /// Runs one call against the core inside the shared request telemetry. The request is
+    /// handed on before the future exists, so the future does not hold it.
+    fn call<R, T, Fut, F>(
         &self,
         method: &'static str,
         request: Request<R>,
-        run: impl FnOnce(Arc<Core>, CallContext, R) -> Fut,
-    ) -> Result<Response<T>, Status>
+        run: F,
+    ) -> impl Future<Output = Result<Response<T>, Status>> + use<R, T, Fut, F>
     where
         R: RequestIds,
+        F: FnOnce(Arc<Core>, CallContext, R) -> Fut,
         Fut: Future<Output = Result<T, A2aError>>,
     {
         let call = call_context(&request);
         let core = self.core.clone();
-        let result =
-            observe("grpc", method, &call, request.into_inner(), |r| run(core, call.clone(), r)).await;
-        result.map(Response::new).map_err(Status::from)
+        let result = observe("grpc", method, call, request.into_inner(), |r, call| run(core, call, r));
+        async move { result.await.map(Response::new).map_err(Status::from) }
     }
 }
