@@ -228,8 +228,9 @@ impl EventSink {
     /// Moves the task to `state`, with an optional agent message explaining it.
     pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<(), SinkClosed> {
         self.send(AgentEvent::Status(TaskStatusUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
+            // The actor fills in the task's ids (copying them here cost two allocations).
+            task_id: String::new(),
+            context_id: String::new(),
             status: Some(TaskStatus { state: state as i32, message, timestamp: None }),
             metadata: None,
             // The task's actor numbers it.
@@ -287,8 +288,9 @@ impl EventSink {
         last_chunk: bool,
     ) -> Result<(), SinkClosed> {
         self.send(AgentEvent::Artifact(TaskArtifactUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
+            // The actor fills in the task's ids.
+            task_id: String::new(),
+            context_id: String::new(),
             artifact: Some(artifact),
             append,
             last_chunk,

@@ -86,9 +86,11 @@ impl Inner {
         }
         let mut task = orphan.task.clone();
         let text = "the replica running this task was lost (it stopped renewing its lease); the task failed";
-        let change = set_status(&mut task, failure(text), None);
-        let mut payload = change.into_payload();
-        stamp_generation(&mut task, &mut payload, orphan.seq + 1);
+        let change = set_status(&mut task, true, failure(text), None);
+        let mut payload = change.into_payload().ok_or_else(|| {
+            crate::error::A2aError::Internal("an announced status change without its update".into())
+        })?;
+        stamp_generation(&mut task, Some(&mut payload), orphan.seq + 1);
         let event = StreamResponse { payload: Some(payload) }.encode_to_vec();
         match self.store.end_orphan(&orphan, &task, event.into(), self.bounds(), &self.replica).await? {
             Ok(()) => {

@@ -22,7 +22,7 @@ use super::rules::{self, Change};
 use super::{TaskEnv, is_interrupted, is_terminal, state_of};
 use crate::agent::{AgentEvent, RequestContext};
 use crate::error::A2aError;
-use crate::proto::{StreamResponse, Task, TaskState, TaskStatus, stream_response::Payload};
+use crate::proto::{StreamResponse, Task, TaskState, TaskStatus};
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
 const ARTIFACT_PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
@@ -463,7 +463,8 @@ impl TaskActor {
                     .fail(&format!("the agent's output exceeded a limit of the task: {limit} (--{flag})"));
             }
         };
-        match rules::apply(&mut self.task, event) {
+        let announce = self.announces();
+        match rules::apply(&mut self.task, announce, event) {
             Ok(change) => {
                 self.budget.set(bytes);
                 self.record(change)
@@ -476,19 +477,27 @@ impl TaskActor {
     }
 
     fn set_status(&mut self, status: TaskStatus) {
-        let change = rules::set_status(&mut self.task, status, None);
+        let announce = self.announces();
+        let change = rules::set_status(&mut self.task, announce, status, None);
         self.record(change);
+    }
+
+    /// Whether anything reads the task's updates: a subscriber (now or, to resume, once),
+    /// the fleet's journal or webhooks. With nothing, the rules build none (the artifact of
+    /// an echo was copied, and each update allocated, for no reader).
+    fn announces(&self) -> bool {
+        self.log.followed() || self.journal.is_some() || self.env.observer.is_some()
     }
 
     /// Publishes a change the rules made; a new status also moves the gauges, ends the task
     /// when terminal and answers blocked callers when it settles.
     fn record(&mut self, change: Change) {
-        let Change::Status { previous, update } = &change else {
-            return self.publish(change.into_payload());
+        let Change::Status { previous, .. } = &change else {
+            return self.publish(change);
         };
-        let (previous, state) = (*previous, state_of(update.status.as_ref()));
+        let (previous, state) = (*previous, state_of(self.task.status.as_ref()));
         track_state(previous, state);
-        self.publish(change.into_payload());
+        self.publish(change);
         if is_terminal(state) {
             self.phase = Phase::Finished;
             // Now, not once stored: a client told the task ended may start another at once.
@@ -504,17 +513,23 @@ impl TaskActor {
         self.set_status(rules::failure(text));
     }
 
-    /// Publishes an update as the task's next generation (the update and the task carry it;
-    /// the rules just changed the task, so stamping it copies nothing).
-    fn publish(&mut self, mut payload: Payload) {
-        rules::stamp_generation(&mut self.task, &mut payload, self.log.last_seq() + 1);
+    /// Publishes a change as the task's next generation (its update, if announced, and the
+    /// task carry it; the rules just changed the task, so stamping it copies nothing).
+    fn publish(&mut self, change: Change) {
+        let artifact = matches!(change, Change::Artifact(_));
+        let mut payload = change.into_payload();
+        rules::stamp_generation(&mut self.task, payload.as_mut(), self.log.last_seq() + 1);
         self.message_pending = false;
-        self.dirty = match (&payload, self.dirty) {
-            (Payload::ArtifactUpdate(_), Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
-            (Payload::ArtifactUpdate(_), dirty) => dirty,
-            _ => Dirty::State,
+        self.dirty = match (artifact, self.dirty) {
+            (true, Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
+            (true, dirty) => dirty,
+            (false, _) => Dirty::State,
         };
         TaskMetrics::get().events.increment(1);
+        let Some(payload) = payload else {
+            // Nothing reads it: the log only counts it.
+            return self.log.skip();
+        };
         let event = self.log.append(StreamResponse { payload: Some(payload) });
         if let Some(journal) = &mut self.journal {
             journal.record(event.clone());

@@ -145,7 +145,7 @@ mod tests {
         let events = [chunk("a", "one", false), chunk("a", "two", true), chunk("b", "x", false)];
         for event in events.into_iter().chain([chunk("a", "replaced", false), chunk("b", "y", true)]) {
             let total = budget.event(&task, &event).unwrap();
-            crate::task::rules::apply(&mut task, event).unwrap();
+            crate::task::rules::apply(&mut task, true, event).unwrap();
             budget.set(total);
             assert_eq!(total, Budget::of(&task, limits).bytes, "after {:?}", task.artifacts);
         }

@@ -126,6 +126,18 @@ impl EventLog {
         }
     }
 
+    /// Whether a feed reads this log, or ever did (resuming readers may still come): if not,
+    /// an event needs no building, only a number ([`Self::skip`]).
+    pub fn followed(&self) -> bool {
+        self.followed.load(Ordering::Relaxed)
+    }
+
+    /// Numbers an event nobody reads (the log is not [`Self::followed`], so it keeps none).
+    pub fn skip(&self) {
+        let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
+        ring.last_seq += 1;
+    }
+
     /// Appends an event, numbering it, and wakes the readers.
     pub fn append(&self, response: StreamResponse) -> Arc<TaskEvent> {
         self.append_with(response, None)

@@ -13,28 +13,31 @@ use crate::proto::{
     stream_response::Payload,
 };
 
-/// What a rule changed in the task: the update to publish, its ids filled in.
+/// What a rule changed in the task: the update to publish, its ids filled in, when it was
+/// asked to announce the change (`None` otherwise).
 #[derive(Debug, PartialEq)]
 pub(crate) enum Change {
     /// A new status; `previous` is the state it replaced (for the gauges).
-    Status { previous: TaskState, update: TaskStatusUpdateEvent },
+    Status { previous: TaskState, update: Option<TaskStatusUpdateEvent> },
     /// A whole artifact or a chunk of one.
-    Artifact(TaskArtifactUpdateEvent),
+    Artifact(Option<TaskArtifactUpdateEvent>),
 }
 
 impl Change {
-    /// The stream payload that announces the change.
-    pub fn into_payload(self) -> Payload {
+    /// The stream payload that announces the change, if it was announced.
+    pub fn into_payload(self) -> Option<Payload> {
         match self {
-            Self::Status { update, .. } => Payload::StatusUpdate(update),
-            Self::Artifact(update) => Payload::ArtifactUpdate(update),
+            Self::Status { update, .. } => update.map(Payload::StatusUpdate),
+            Self::Artifact(update) => update.map(Payload::ArtifactUpdate),
         }
     }
 }
 
 /// Checks an agent event against the protocol and applies it to `task` (copied first if
-/// shared); the reason when it breaks the protocol, leaving the task as it was.
-pub(crate) fn apply(task: &mut Arc<Task>, event: AgentEvent) -> Result<Change, String> {
+/// shared); the reason when it breaks the protocol, leaving the task as it was. Unless
+/// `announce`, no update is built (nothing would read it): an artifact then moves into the
+/// task instead of being copied.
+pub(crate) fn apply(task: &mut Arc<Task>, announce: bool, event: AgentEvent) -> Result<Change, String> {
     match event {
         AgentEvent::Message(_) => Err("a direct message is only allowed instead of a task".into()),
         AgentEvent::Status(update) => {
@@ -42,7 +45,7 @@ pub(crate) fn apply(task: &mut Arc<Task>, event: AgentEvent) -> Result<Change, S
             let status = update.status.ok_or("a status update without a status")?;
             match TaskState::try_from(status.state) {
                 Ok(TaskState::Unspecified) | Err(_) => Err(format!("invalid task state {}", status.state)),
-                Ok(_) => Ok(set_status(task, status, update.metadata)),
+                Ok(_) => Ok(set_status(task, announce, status, update.metadata)),
             }
         }
         AgentEvent::Artifact(update) => {
@@ -54,12 +57,16 @@ pub(crate) fn apply(task: &mut Arc<Task>, event: AgentEvent) -> Result<Change, S
             if artifact.parts.is_empty() {
                 return Err(format!("artifact {} has no parts", artifact.artifact_id));
             }
-            merge_artifact(Arc::make_mut(task), &update);
-            Ok(Change::Artifact(TaskArtifactUpdateEvent {
+            if !announce {
+                merge_artifact(Arc::make_mut(task), update);
+                return Ok(Change::Artifact(None));
+            }
+            merge_artifact(Arc::make_mut(task), update.clone());
+            Ok(Change::Artifact(Some(TaskArtifactUpdateEvent {
                 task_id: task.id.clone(),
                 context_id: task.context_id.clone(),
                 ..update
-            }))
+            })))
         }
     }
 }
@@ -77,15 +84,15 @@ fn check_ids(task: &Task, task_id: &str, context_id: &str) -> Result<(), String>
 
 /// `append` adds the chunk's parts to the artifact of that id; otherwise the artifact
 /// replaces the one of that id, or is added.
-fn merge_artifact(task: &mut Task, update: &TaskArtifactUpdateEvent) {
-    let Some(artifact) = &update.artifact else {
+fn merge_artifact(task: &mut Task, update: TaskArtifactUpdateEvent) {
+    let Some(artifact) = update.artifact else {
         return;
     };
     let artifacts = &mut task.artifacts;
     match artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
-        Some(existing) if update.append => existing.parts.extend(artifact.parts.iter().cloned()),
-        Some(existing) => *existing = artifact.clone(),
-        None => push_lean(artifacts, artifact.clone()),
+        Some(existing) if update.append => existing.parts.extend(artifact.parts),
+        Some(existing) => *existing = artifact,
+        None => push_lean(artifacts, artifact),
     }
 }
 
@@ -104,6 +111,7 @@ fn push_lean<T>(list: &mut Vec<T>, item: T) {
 /// ids, and keeps that message in the history (the spec's history holds status messages too).
 pub(crate) fn set_status(
     task: &mut Arc<Task>,
+    announce: bool,
     mut status: TaskStatus,
     metadata: Option<pbjson_types::Struct>,
 ) -> Change {
@@ -123,28 +131,30 @@ pub(crate) fn set_status(
         push_lean(&mut task.history, message.clone());
     }
     let previous = state_of(task.status.as_ref());
-    task.status = Some(status.clone());
-    Change::Status {
-        previous,
-        update: TaskStatusUpdateEvent {
-            task_id: task.id.clone(),
-            context_id: task.context_id.clone(),
-            status: Some(status),
-            metadata,
-            // Set as the actor publishes it (`stamp_generation`).
-            generation: 0,
-        },
+    if !announce {
+        task.status = Some(status);
+        return Change::Status { previous, update: None };
     }
+    task.status = Some(status.clone());
+    let update = TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: Some(status),
+        metadata,
+        // Set as the actor publishes it (`stamp_generation`).
+        generation: 0,
+    };
+    Change::Status { previous, update: Some(update) }
 }
 
-/// Marks `payload` (an update) and `task` with the task's new `generation` (A2A dev-1.1):
-/// the update carries the value after it, and the task that of its last update.
-pub(crate) fn stamp_generation(task: &mut Arc<Task>, payload: &mut Payload, generation: u64) {
+/// Marks `payload` (an update, if announced) and `task` with the task's new `generation`
+/// (A2A dev-1.1): the update carries the value after it, and the task that of its last update.
+pub(crate) fn stamp_generation(task: &mut Arc<Task>, payload: Option<&mut Payload>, generation: u64) {
     let generation = generation as i64;
     match payload {
-        Payload::StatusUpdate(update) => update.generation = generation,
-        Payload::ArtifactUpdate(update) => update.generation = generation,
-        Payload::Task(_) | Payload::Message(_) => {}
+        Some(Payload::StatusUpdate(update)) => update.generation = generation,
+        Some(Payload::ArtifactUpdate(update)) => update.generation = generation,
+        Some(Payload::Task(_) | Payload::Message(_)) | None => {}
     }
     Arc::make_mut(task).generation = generation;
 }
@@ -243,26 +253,57 @@ mod tests {
     #[test]
     fn append_adds_parts_and_a_plain_update_replaces_the_artifact() {
         let mut task = task();
-        apply(&mut task, chunk("a", "one", false, false)).unwrap();
-        apply(&mut task, chunk("a", "two", true, false)).unwrap();
-        apply(&mut task, chunk("b", "other", false, true)).unwrap();
+        apply(&mut task, true, chunk("a", "one", false, false)).unwrap();
+        apply(&mut task, true, chunk("a", "two", true, false)).unwrap();
+        apply(&mut task, true, chunk("b", "other", false, true)).unwrap();
         assert_eq!(task.artifacts.len(), 2);
         assert_eq!(texts(&task.artifacts[0]), ["one", "two"]);
         assert_eq!(texts(&task.artifacts[1]), ["other"]);
-        apply(&mut task, chunk("a", "new", false, true)).unwrap();
+        apply(&mut task, true, chunk("a", "new", false, true)).unwrap();
         assert_eq!(texts(&task.artifacts[0]), ["new"], "without append, the artifact is replaced");
         assert_eq!(task.artifacts.len(), 2);
+    }
+
+    /// Unannounced (nothing reads the update), a change does the same to the task and builds
+    /// no update: the artifact moves in instead of being copied.
+    #[test]
+    fn an_unannounced_change_changes_the_task_alike_and_builds_no_update() {
+        let events = || {
+            [
+                status(TaskState::Working, Some("on it")),
+                chunk("a", "one", false, false),
+                chunk("a", "two", true, true),
+                chunk("b", "x", false, true),
+                status(TaskState::Completed, None),
+            ]
+        };
+        let (mut announced, mut quiet) = (task(), task());
+        for (loud, silent) in events().into_iter().zip(events()) {
+            assert!(apply(&mut announced, true, loud).unwrap().into_payload().is_some());
+            assert_eq!(apply(&mut quiet, false, silent).unwrap().into_payload(), None);
+        }
+        // The status messages' ids and timestamps are fresh per call.
+        let strip = |task: &Task| {
+            let mut task = task.clone();
+            task.history.iter_mut().for_each(|m| m.message_id.clear());
+            task.status.iter_mut().for_each(|s| s.timestamp = None);
+            task
+        };
+        assert_eq!(strip(&quiet), strip(&announced));
+        assert_eq!(texts(&quiet.artifacts[0]), ["one", "two"]);
     }
 
     #[test]
     fn an_artifact_update_is_published_with_the_tasks_ids_and_its_flags() {
         let mut task = task();
-        let Change::Artifact(update) = apply(&mut task, chunk("a", "x", true, true)).unwrap() else {
+        let Change::Artifact(Some(update)) = apply(&mut task, true, chunk("a", "x", true, true)).unwrap()
+        else {
             panic!("an artifact change")
         };
         assert_eq!((update.task_id.as_str(), update.context_id.as_str()), ("t1", "c1"));
         assert!(update.append && update.last_chunk, "append and lastChunk pass through");
-        let Change::Artifact(update) = apply(&mut task, chunk("a", "y", false, false)).unwrap() else {
+        let Change::Artifact(Some(update)) = apply(&mut task, true, chunk("a", "y", false, false)).unwrap()
+        else {
             panic!("an artifact change")
         };
         assert!(!update.append && !update.last_chunk);
@@ -277,10 +318,10 @@ mod tests {
             artifact: Some(text_artifact("a", "out", "x")),
             ..Default::default()
         });
-        assert_eq!(apply(&mut task, foreign).unwrap_err(), "an event for task t2 sent to task t1");
+        assert_eq!(apply(&mut task, true, foreign).unwrap_err(), "an event for task t2 sent to task t1");
         let AgentEvent::Status(mut update) = status(TaskState::Working, None) else { unreachable!() };
         update.context_id = "c9".into();
-        let error = apply(&mut task, AgentEvent::Status(update)).unwrap_err();
+        let error = apply(&mut task, true, AgentEvent::Status(update)).unwrap_err();
         assert_eq!(error, "an event for context c9 sent to task t1");
         assert_eq!(task, before);
         assert!(Arc::ptr_eq(&task, &before), "a refused event copies nothing");
@@ -307,7 +348,7 @@ mod tests {
             ),
         ];
         for (event, reason) in cases {
-            assert_eq!(apply(&mut task, event).unwrap_err(), reason);
+            assert_eq!(apply(&mut task, true, event).unwrap_err(), reason);
         }
         assert!(task.artifacts.is_empty() && task.history.is_empty());
     }
@@ -315,8 +356,8 @@ mod tests {
     #[test]
     fn a_status_moves_the_state_and_its_message_into_the_history() {
         let mut task = task();
-        let change = apply(&mut task, status(TaskState::Working, None)).unwrap();
-        let Change::Status { previous, update } = change else { panic!("a status change") };
+        let change = apply(&mut task, true, status(TaskState::Working, None)).unwrap();
+        let Change::Status { previous, update: Some(update) } = change else { panic!("a status change") };
         assert_eq!(previous, TaskState::Submitted);
         assert_eq!(state_of(task.status.as_ref()), TaskState::Working);
         assert!(task.status.as_ref().unwrap().timestamp.is_some(), "stamped");
@@ -325,7 +366,7 @@ mod tests {
         assert!(task.history.is_empty(), "a status without a message adds none");
 
         let Change::Status { previous, .. } =
-            apply(&mut task, status(TaskState::InputRequired, Some("which?"))).unwrap()
+            apply(&mut task, true, status(TaskState::InputRequired, Some("which?"))).unwrap()
         else {
             panic!("a status change")
         };
@@ -343,7 +384,9 @@ mod tests {
         let stamp = pbjson_types::Timestamp { seconds: 7, nanos: 0 };
         let metadata = pbjson_types::Struct::default();
         let given = TaskStatus { state: TaskState::Completed as i32, message: None, timestamp: Some(stamp) };
-        let Change::Status { update, .. } = set_status(&mut task, given, Some(metadata.clone())) else {
+        let Change::Status { update: Some(update), .. } =
+            set_status(&mut task, true, given, Some(metadata.clone()))
+        else {
             panic!("a status change")
         };
         assert_eq!(update.metadata, Some(metadata));
@@ -353,7 +396,7 @@ mod tests {
     #[test]
     fn a_failure_says_why_as_an_agent_message() {
         let mut task = task();
-        set_status(&mut task, failure("the agent failed: boom"), None);
+        set_status(&mut task, true, failure("the agent failed: boom"), None);
         assert_eq!(state_of(task.status.as_ref()), TaskState::Failed);
         let message = task.status.as_ref().unwrap().message.as_ref().unwrap();
         assert_eq!(message.parts, vec![text_part("the agent failed: boom")]);
