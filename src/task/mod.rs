@@ -58,6 +58,11 @@ pub struct TaskEnv {
     pub fleet: Option<Arc<dyn fleet::Fleet>>,
 }
 
+/// The hasher of the maps keyed by task id (the store's tasks, the registry, the live-task
+/// ledger): ids are this server's own UUIDs, so SipHash's guard against chosen keys buys
+/// nothing there, while it cost a few percent of a unary call's CPU. Seeded per process.
+pub(crate) type TaskIdHasher = foldhash::fast::RandomState;
+
 /// What hears of every event an actor publishes, besides its subscribers: webhook delivery.
 /// A trait, so that the task layer does not depend on the push module built on top of it.
 pub trait EventObserver: Send + Sync {

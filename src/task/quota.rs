@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::TaskIdHasher;
 use crate::call::Owner;
 use crate::error::{A2aError, LimitKind};
 
@@ -66,7 +67,7 @@ pub struct LiveTasks {
 
 struct Live {
     /// Task id → its principal.
-    tasks: HashMap<Arc<str>, Arc<str>>,
+    tasks: HashMap<Arc<str>, Arc<str>, TaskIdHasher>,
     per_principal: Counts<Arc<str>>,
 }
 
@@ -74,7 +75,7 @@ impl LiveTasks {
     /// A ledger allowing `max_total` live tasks and `max_per_principal` per principal (0: no
     /// cap).
     pub fn new(max_total: usize, max_per_principal: usize) -> Self {
-        let inner = Mutex::new(Live { tasks: HashMap::new(), per_principal: Counts::new() });
+        let inner = Mutex::new(Live { tasks: HashMap::default(), per_principal: Counts::new() });
         Self { max_total, max_per_principal, inner }
     }
 
@@ -83,7 +84,11 @@ impl LiveTasks {
     /// ([`Reservation::commit`]): then when the task ends ([`LiveTasks::release`]).
     pub fn reserve(self: &Arc<Self>, principal: &str, task_id: &str) -> Result<Reservation, A2aError> {
         let mut live = lock(&self.inner);
-        let principal: Arc<str> = principal.into();
+        // The principal's key, shared when it holds tasks already (no allocation per call).
+        let principal: Arc<str> = match live.per_principal.0.get_key_value(principal) {
+            Some((key, _)) => key.clone(),
+            None => principal.into(),
+        };
         let own = live.per_principal.get(&principal);
         check(own, self.max_per_principal, "max-live-tasks-per-principal", || {
             format!("principal {principal:?} has {own} live tasks (finish or cancel one first)")

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use super::fleet::TaskRef;
 use super::handle::TaskHandle;
 use super::spawn::revive;
-use super::{TaskEnv, is_terminal, state_of};
+use super::{TaskEnv, TaskIdHasher, is_terminal, state_of};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -17,7 +17,7 @@ use crate::proto::Task;
 #[derive(Default)]
 pub struct Registry {
     /// Keyed by the handle's own id, so the key costs no allocation of its own.
-    tasks: RwLock<HashMap<Arc<str>, TaskHandle>>,
+    tasks: RwLock<HashMap<Arc<str>, TaskHandle, TaskIdHasher>>,
 }
 
 impl Registry {
@@ -36,8 +36,10 @@ impl Registry {
     /// since).
     pub(crate) fn remove(&self, handle: &TaskHandle) {
         let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
-        if tasks.get(handle.id()).is_some_and(|h| h.tx.same_channel(&handle.tx)) {
-            tasks.remove(handle.id());
+        if let Some((id, other)) = tasks.remove_entry(handle.id())
+            && !other.tx.same_channel(&handle.tx)
+        {
+            tasks.insert(id, other);
         }
     }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use crate::call::Owner;
 use crate::error::{A2aError, LimitKind};
 use crate::proto::TaskPushNotificationConfig;
+use crate::task::TaskIdHasher;
 
 /// How many push configs a store accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub(crate) fn per_principal_refused(limit: usize) -> A2aError {
 /// the per-principal cap costs nothing to check).
 #[derive(Default)]
 pub struct PushConfigTable {
-    by_task: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>>,
+    by_task: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>, TaskIdHasher>,
     per_principal: HashMap<String, usize>,
 }
 
@@ -95,6 +96,10 @@ impl PushConfigTable {
 
     /// Removes every config of a task (it was evicted).
     pub fn remove_task(&mut self, task_id: &str) {
+        // Every evicted task comes here: most servers hold no configs at all.
+        if self.by_task.is_empty() {
+            return;
+        }
         for (owner, _) in self.by_task.remove(task_id).unwrap_or_default() {
             self.uncount(&owner.principal, 1);
         }

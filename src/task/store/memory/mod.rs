@@ -28,7 +28,7 @@ use super::{PushConfigLimits, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
-use crate::task::{is_terminal, state_of};
+use crate::task::{TaskIdHasher, is_terminal, state_of};
 use index::{Entry, Indexes, Position};
 use retention::{Counted, Finished};
 pub use retention::{DEFAULT_MAX_BYTES, Retention};
@@ -57,7 +57,7 @@ struct Record {
 
 #[derive(Default)]
 struct State {
-    tasks: HashMap<Arc<str>, Record>,
+    tasks: HashMap<Arc<str>, Record, TaskIdHasher>,
     indexes: Indexes,
     /// The ids of the tasks the indexes do not hold yet, each once (see `Record::unindexed`).
     unindexed: Vec<Arc<str>>,
