@@ -1,8 +1,7 @@
 //! SendMessage and SendStreamingMessage: starting a task or continuing one. The streams that
 //! follow a turn are in `stream.rs`.
-use std::sync::Arc;
-
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -212,11 +211,13 @@ fn begin<'a>(
         metadata,
         accepted_output_modes: configuration.accepted_output_modes,
     };
-    // Not run yet: an inline webhook is registered first.
-    let starting = start_task(core.env.clone(), owner.clone(), ctx, answer, reservation);
     let begun = match inline_push {
-        None => Begun::Start(starting),
-        Some(config) => Begun::Boxed(Box::pin(with_webhook(core, owner, config, starting))),
+        None => Begun::Start(start_task(core.env.clone(), owner, ctx, answer, reservation)),
+        Some(config) => {
+            // Not run yet: the webhook is registered first.
+            let starting = start_task(core.env.clone(), owner.clone(), ctx, answer, reservation);
+            Begun::Boxed(Box::pin(with_webhook(core, owner, config, starting)))
+        }
     };
     Ok((begun, slot))
 }

@@ -11,6 +11,7 @@
 //!
 //! A slot is released by task id, idempotently, so no path can release twice or release
 //! another task's slot. Each map holds only keys in use: a key leaves when its count is zero.
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +34,14 @@ impl<K: Hash + Eq> Counts<K> {
 
     fn add(&mut self, key: K) {
         *self.0.entry(key).or_default() += 1;
+    }
+
+    /// The stored key equal to `key`, to share instead of allocating another.
+    fn key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&K>
+    where
+        K: Borrow<Q>,
+    {
+        self.0.get_key_value(key).map(|(stored, _)| stored)
     }
 
     fn remove(&mut self, key: &K) {
@@ -85,8 +94,8 @@ impl LiveTasks {
     pub fn reserve(self: &Arc<Self>, principal: &str, task_id: &str) -> Result<Reservation, A2aError> {
         let mut live = lock(&self.inner);
         // The principal's key, shared when it holds tasks already (no allocation per call).
-        let principal: Arc<str> = match live.per_principal.0.get_key_value(principal) {
-            Some((key, _)) => key.clone(),
+        let principal: Arc<str> = match live.per_principal.key(principal) {
+            Some(key) => key.clone(),
             None => principal.into(),
         };
         let own = live.per_principal.get(&principal);
