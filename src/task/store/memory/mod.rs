@@ -165,8 +165,8 @@ impl State {
         !unindexed.is_empty()
     }
 
-    /// Stores `task` (finished, `bytes` long, if `bytes` is given) for `owner`, moving its
-    /// index entries; returns what it replaced, for the caller to drop outside the lock. A
+    /// Stores `task` (finished, `bytes` long, if `bytes` is given) for `owner`, leaving its
+    /// indexing to the next listing; returns what it replaced, for the caller to drop outside the lock. A
     /// finished task larger than all retention may keep is not kept: it is removed instead.
     fn save(
         &mut self,
@@ -196,9 +196,8 @@ impl State {
         let Some(record) = tasks.get_mut(task.id.as_str()) else {
             let id: Arc<str> = Arc::from(task.id.as_str());
             let entry = entry(id.clone());
-            unindexed.push(id.clone());
+            let waiting = Some(wait_for_index(unindexed, id.clone()));
             let counted = bytes.map(|bytes| finished.push(id.clone(), now, bytes));
-            let waiting = Some(unindexed.len() - 1);
             let record = Record { owner: owner.clone(), task, entry, unindexed: waiting, finished: counted };
             tasks.insert(id, record);
             return Ok(None);
@@ -208,8 +207,7 @@ impl State {
             // Out of the indexes until the next listing puts it back where it now belongs.
             if record.unindexed.is_none() {
                 indexes.remove(owner, &record.entry);
-                unindexed.push(record.entry.position.id.clone());
-                record.unindexed = Some(unindexed.len() - 1);
+                record.unindexed = Some(wait_for_index(unindexed, record.entry.position.id.clone()));
             }
             record.entry = entry;
         }
@@ -221,6 +219,12 @@ impl State {
         };
         Ok(Some(std::mem::replace(&mut record.task, task)))
     }
+}
+
+/// Puts `id` among the tasks waiting for a listing to index them; its slot there.
+fn wait_for_index(unindexed: &mut Vec<Arc<str>>, id: Arc<str>) -> usize {
+    unindexed.push(id);
+    unindexed.len() - 1
 }
 
 #[async_trait]
