@@ -1,4 +1,5 @@
-//! The default, in-process task store, with bounded retention of finished tasks.
+//! The default, in-process task store, with bounded retention of finished tasks, each held
+//! packed in its protobuf encoding (`stored.rs`).
 //!
 //! One lock guards the tasks, the ListTasks indexes (`index.rs`) and retention (`retention.rs`),
 //! and no critical section grows with the number of tasks: a save or a get is a few hash
@@ -15,6 +16,7 @@
 mod index;
 mod ranked;
 mod retention;
+mod stored;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,7 @@ use crate::task::{TaskIdHasher, is_terminal, state_of};
 use index::{Entry, Indexes, Position};
 use retention::{Counted, Finished};
 pub use retention::{DEFAULT_MAX_BYTES, Retention};
+use stored::Stored;
 
 /// Finished tasks evicted per critical section, and how far past the count saves let them
 /// run before evicting: a batch of the oldest is removed while the index paths to them are
@@ -45,7 +48,7 @@ const INDEX_BATCH: usize = 128;
 
 struct Record {
     owner: Owner,
-    task: Arc<Task>,
+    task: Stored,
     /// Where the task belongs in the ListTasks order.
     entry: Entry,
     /// `None` when the indexes hold `entry`; `Some(i)` when they hold nothing of the task yet
@@ -165,17 +168,18 @@ impl State {
         !unindexed.is_empty()
     }
 
-    /// Stores `task` (finished, `bytes` long, if `bytes` is given) for `owner`, leaving its
-    /// indexing to the next listing; returns what it replaced, for the caller to drop outside the lock. A
-    /// finished task larger than all retention may keep is not kept: it is removed instead.
+    /// Stores `task` as `stored` for `owner` (finished and `bytes` long, if `bytes` is given),
+    /// leaving its indexing to the next listing; returns what it replaced, for the caller to
+    /// drop outside the lock. A finished task larger than all retention may keep is not kept:
+    /// it is removed instead.
     fn save(
         &mut self,
         owner: &Owner,
-        task: Arc<Task>,
-        bytes: Option<usize>,
+        task: &Task,
+        (stored, bytes): (Stored, Option<usize>),
         retention: &Retention,
         now: Instant,
-    ) -> Result<Option<Arc<Task>>, A2aError> {
+    ) -> Result<Option<Stored>, A2aError> {
         let stored_owner = self.tasks.get(task.id.as_str()).map(|r| &r.owner);
         if stored_owner.is_some_and(|o| o != owner) {
             return Err(A2aError::Internal(format!("task {} is stored for another owner", task.id)));
@@ -189,7 +193,7 @@ impl State {
         }
         let Self { tasks, indexes, finished, unindexed, .. } = self;
         let entry = |id: Arc<str>| Entry {
-            position: Position::new(status_nanos(&task), id),
+            position: Position::new(status_nanos(task), id),
             state: state_of(task.status.as_ref()),
             context_id: task.context_id.clone(),
         };
@@ -198,7 +202,8 @@ impl State {
             let entry = entry(id.clone());
             let waiting = Some(wait_for_index(unindexed, id.clone()));
             let counted = bytes.map(|bytes| finished.push(id.clone(), now, bytes));
-            let record = Record { owner: owner.clone(), task, entry, unindexed: waiting, finished: counted };
+            let record =
+                Record { owner: owner.clone(), task: stored, entry, unindexed: waiting, finished: counted };
             tasks.insert(id, record);
             return Ok(None);
         };
@@ -217,7 +222,7 @@ impl State {
             // A finished task saved unfinished (no rule does that) keeps its place and size.
             (counted, None) => counted,
         };
-        Ok(Some(std::mem::replace(&mut record.task, task)))
+        Ok(Some(std::mem::replace(&mut record.task, stored)))
     }
 }
 
@@ -231,18 +236,25 @@ fn wait_for_index(unindexed: &mut Vec<Arc<str>>, id: Arc<str>) -> usize {
 impl TaskStore for MemoryStore {
     async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
         let now = Instant::now();
-        // Sized before taking the lock: encoded_len walks the whole task.
+        // Sized and packed before taking the lock: both walk the whole task. One too large
+        // to keep is not packed (the save forgets it).
         let bytes = is_terminal(state_of(task.status.as_ref())).then(|| task.encoded_len());
+        let stored = match bytes {
+            Some(len) if len <= self.retention.max_bytes => Stored::pack(&task, len),
+            _ => Stored::Live(task.clone()),
+        };
+        let stored = (stored, bytes);
         let replaced =
-            self.with_evicted(now, false, |state| state.save(owner, task, bytes, &self.retention, now))?;
-        drop(replaced);
+            self.with_evicted(now, false, |state| state.save(owner, &task, stored, &self.retention, now))?;
+        drop((replaced, task));
         Ok(())
     }
 
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
-        Ok(self.with_evicted(Instant::now(), true, |state| {
+        let stored = self.with_evicted(Instant::now(), true, |state| {
             state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone())
-        }))
+        });
+        stored.map(Stored::task).transpose()
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
@@ -253,7 +265,7 @@ impl TaskStore for MemoryStore {
                     return None;
                 }
                 let page = state.indexes.page(owner, query);
-                let tasks: Vec<Arc<Task>> =
+                let tasks: Vec<Stored> =
                     page.ids.iter().filter_map(|id| state.tasks.get(&**id)).map(|r| r.task.clone()).collect();
                 Some((tasks, page.next, page.total))
             });
@@ -262,7 +274,7 @@ impl TaskStore for MemoryStore {
             }
         };
         // Copies (the core trims them) are made outside the lock.
-        let tasks = tasks.into_iter().map(Arc::unwrap_or_clone).collect();
+        let tasks = tasks.into_iter().map(Stored::into_owned).collect::<Result<_, _>>()?;
         Ok(TaskPage { tasks, next, total })
     }
 
@@ -415,10 +427,10 @@ mod tests {
                             .tasks
                             .values()
                             .filter(|r| &r.owner == owner)
-                            .map(|r| &r.task)
+                            .map(|r| r.task.clone().into_owned().unwrap())
                             .filter(|t| context_id.is_none_or(|c| t.context_id == c))
                             .filter(|t| state.is_none_or(|s| state_of(t.status.as_ref()) == s))
-                            .map(|t| (-status_nanos(t), t.id.clone()))
+                            .map(|t| (-status_nanos(&t), t.id))
                             .collect()
                     };
                     held.sort();
