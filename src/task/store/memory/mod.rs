@@ -86,26 +86,37 @@ impl MemoryStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `work` on the state in the same critical section as the first batch of
-    /// eviction (one lock per call, not two: the workers contend for this lock), then evicts
-    /// the rest a batch per critical section. A read evicts first, everything due (it must
-    /// not see what retention dropped); a save after, and only once a whole batch is due
-    /// ([`Finished::save_due`]). Evicted tasks are freed outside the lock.
+    /// Runs `work` on the state with eviction, one lock per batch (the workers contend for
+    /// this lock, and a call should take it once when it can). A read evicts everything due
+    /// first, a batch per critical section, and runs `work` in the section that evicted the
+    /// last batch: it must not see what retention dropped. A save runs `work` first, then
+    /// evicts in the same section, and only once a whole batch is due
+    /// ([`Finished::save_due`]), the rest a batch per section after. Evicted tasks are freed
+    /// outside the lock.
     fn with_evicted<T>(&self, now: Instant, read: bool, work: impl FnOnce(&mut State) -> T) -> T {
+        if read {
+            loop {
+                let mut state = self.lock();
+                let (evicted, more) = state.evict(&self.retention, now);
+                if !more {
+                    let result = work(&mut state);
+                    drop(state);
+                    drop(evicted);
+                    return result;
+                }
+                drop(state);
+                drop(evicted);
+            }
+        }
         let (result, evicted, mut more) = {
             let mut state = self.lock();
-            if read {
-                let (evicted, more) = state.evict(&self.retention, now);
-                (work(&mut state), evicted, more)
+            let result = work(&mut state);
+            let (evicted, more) = if state.finished.save_due(&self.retention, now, EVICT_BATCH) {
+                state.evict(&self.retention, now)
             } else {
-                let result = work(&mut state);
-                let (evicted, more) = if state.finished.save_due(&self.retention, now, EVICT_BATCH) {
-                    state.evict(&self.retention, now)
-                } else {
-                    (Vec::new(), false)
-                };
-                (result, evicted, more)
-            }
+                (Vec::new(), false)
+            };
+            (result, evicted, more)
         };
         drop(evicted);
         while more {
@@ -348,6 +359,25 @@ mod tests {
         let ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids.len(), 2);
         assert!(ids.contains(&"t110") && ids.contains(&"t109"), "{ids:?}");
+    }
+
+    /// More tasks than a batch age out at once: a read still sees none of them (it evicts
+    /// them all, a batch per critical section, before it looks).
+    #[tokio::test]
+    async fn reads_see_none_of_many_tasks_aged_out_at_once() {
+        let retention = Retention { max_age: std::time::Duration::from_millis(50), ..Retention::default() };
+        let store = MemoryStore::new(retention);
+        let owner = Owner::default();
+        let many = EVICT_BATCH * 3 + 5;
+        for id in 0..many {
+            store.save(&owner, finished(id)).await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+        let newest = format!("t{}", many - 1);
+        assert!(store.get(&owner, &newest).await.unwrap().is_none(), "aged out, yet readable");
+        assert_eq!(store.lock().tasks.len(), 0, "every aged-out task is gone");
+        let page = store.list(&owner, &TaskQuery { page_size: 10, ..Default::default() }).await.unwrap();
+        assert_eq!(page.total, 0);
     }
 
     /// Saves leave indexing to listings; whatever mix of saves, state changes, evictions and
