@@ -92,15 +92,16 @@ impl Core {
             "" => None,
             token => Some(Cursor::decode(token)?),
         };
+        let include_artifacts = request.include_artifacts.unwrap_or(false);
         let query = TaskQuery {
             context_id: Some(request.context_id).filter(|c| !c.is_empty()),
             state,
             status_after: request.status_timestamp_after,
             page_size: page_size as usize,
             after,
+            include_artifacts,
         };
         let page = self.env.store.list(&call.owner(&request.tenant)?, &query).await?;
-        let include_artifacts = request.include_artifacts.unwrap_or(false);
         let tasks = page
             .tasks
             .into_iter()

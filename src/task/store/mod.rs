@@ -33,6 +33,9 @@ pub struct TaskQuery {
     pub page_size: usize,
     /// Resume after this position.
     pub after: Option<Cursor>,
+    /// Whether the caller shows artifacts. Without, a store may leave them out of the page
+    /// (the core clears them anyway).
+    pub include_artifacts: bool,
 }
 
 /// One page of tasks, newest status first.

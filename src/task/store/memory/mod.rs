@@ -285,7 +285,8 @@ impl TaskStore for MemoryStore {
             }
         };
         // Copies (the core trims them) are made outside the lock.
-        let tasks = tasks.into_iter().map(Stored::into_owned).collect::<Result<_, _>>()?;
+        let artifacts = query.include_artifacts;
+        let tasks = tasks.into_iter().map(|t| t.into_owned(artifacts)).collect::<Result<_, _>>()?;
         Ok(TaskPage { tasks, next, total })
     }
 
@@ -444,6 +445,7 @@ mod tests {
             for context_id in [None, Some("c0"), Some("c2")] {
                 for state in [None, Some(TaskState::Completed), Some(TaskState::Working)] {
                     let query = TaskQuery {
+                        include_artifacts: true,
                         context_id: context_id.map(str::to_owned),
                         state,
                         page_size: 100_000,
@@ -457,7 +459,7 @@ mod tests {
                             .tasks
                             .values()
                             .filter(|r| &r.owner == owner)
-                            .map(|r| r.task.clone().into_owned().unwrap())
+                            .map(|r| r.task.clone().into_owned(true).unwrap())
                             .filter(|t| context_id.is_none_or(|c| t.context_id == c))
                             .filter(|t| state.is_none_or(|s| state_of(t.status.as_ref()) == s))
                             .map(|t| (-status_nanos(&t), t.id))

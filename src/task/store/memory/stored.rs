@@ -9,8 +9,9 @@
 //! while it is still warm, and a read of a finished task pays for the decode instead.
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use prost::Message as _;
+use prost::encoding::{DecodeContext, WireType, decode_key, skip_field};
 
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -42,13 +43,37 @@ impl Stored {
         }
     }
 
-    /// The task as an owned value (a live one is copied only while its actor still shares it).
-    pub(super) fn into_owned(self) -> Result<Task, A2aError> {
+    /// The task as an owned value (a live one is copied only while its actor still shares
+    /// it). Without `artifacts` a packed task's artifacts are skipped, not decoded: a listing
+    /// leaves them out by default, and they are most of a typical task's bytes.
+    pub(super) fn into_owned(self, artifacts: bool) -> Result<Task, A2aError> {
         match self {
             Self::Live(task) => Ok(Arc::unwrap_or_clone(task)),
-            Self::Packed(bytes) => unpack(bytes),
+            Self::Packed(bytes) if artifacts => unpack(bytes),
+            Self::Packed(bytes) => unpack_without_artifacts(bytes),
         }
     }
+}
+
+/// `Task.artifacts`' field number (`lf.a2a.v1.Task`).
+const ARTIFACTS_FIELD: u32 = 4;
+
+/// Decodes a packed task field by field, stepping over its artifacts.
+fn unpack_without_artifacts(mut buf: Bytes) -> Result<Task, A2aError> {
+    let mut task = Task::default();
+    let decoded = (|| {
+        while buf.has_remaining() {
+            let (field, wire_type) = decode_key(&mut buf)?;
+            if field == ARTIFACTS_FIELD && wire_type == WireType::LengthDelimited {
+                skip_field(wire_type, field, &mut buf, DecodeContext::default())?;
+            } else {
+                task.merge_field(field, wire_type, &mut buf, DecodeContext::default())?;
+            }
+        }
+        Ok::<_, prost::DecodeError>(())
+    })();
+    decoded.map_err(|e| A2aError::Internal(format!("a stored task does not decode: {e}")))?;
+    Ok(task)
 }
 
 /// Decodes what [`Stored::new`] encoded (it cannot fail but for a bug, reported as such).
@@ -59,7 +84,7 @@ fn unpack(bytes: Bytes) -> Result<Task, A2aError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{TaskState, TaskStatus};
+    use crate::proto::{Artifact, Message, TaskState, TaskStatus};
 
     #[test]
     fn a_finished_task_packs_and_reads_back_equal() {
@@ -67,14 +92,19 @@ mod tests {
             id: "t".into(),
             context_id: "c".into(),
             status: Some(TaskStatus { state: TaskState::Completed as i32, ..Default::default() }),
-            ..Default::default()
+            artifacts: vec![Artifact { artifact_id: "a".into(), name: "echo".into(), ..Default::default() }],
+            history: vec![Message { message_id: "m".into(), ..Default::default() }],
+            metadata: Some(pbjson_types::Struct::default()),
+            generation: 3,
         };
         let packed = Stored::pack(&task, task.encoded_len());
         let Stored::Packed(bytes) = &packed else { panic!("a finished task is packed") };
         assert_eq!(bytes.len(), task.encoded_len());
         assert_eq!(*packed.clone().task().unwrap(), task);
-        assert_eq!(packed.into_owned().unwrap(), task);
+        assert_eq!(packed.clone().into_owned(true).unwrap(), task);
+        let without = Task { artifacts: Vec::new(), ..task.clone() };
+        assert_eq!(packed.into_owned(false).unwrap(), without, "all but the artifacts");
         let live = Stored::Live(Arc::new(task.clone()));
-        assert_eq!(live.into_owned().unwrap(), task);
+        assert_eq!(live.into_owned(true).unwrap(), task);
     }
 }
