@@ -202,6 +202,9 @@ pub enum Scenario {
     /// RSS per parked task once its actor has hibernated (our server only, on a fresh server
     /// started with a 1 s idle timeout).
     Hibernate,
+    /// RSS per finished task while the store retains it (quick echo tasks; our server only,
+    /// on a fresh server).
+    Retained,
     /// Webhook delivery (our server only; not part of the default set, as it turns push on).
     Push,
     /// Resuming a task with a 1 MiB artifact after 10 missed updates, with the cursor against
@@ -328,6 +331,7 @@ impl Plan {
                     Scenario::Running,
                     Scenario::Burst,
                     Scenario::Hibernate,
+                    Scenario::Retained,
                 ]
             } else {
                 args.scenarios.clone()

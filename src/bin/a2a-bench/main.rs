@@ -278,6 +278,19 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 let measured = run.ours_only("hibernate", fresh::hibernate_on(&ours, p).await);
                 rows.extend(report::rows("hibernate", &binding, &params, measured.as_ref(), None));
             }
+            Scenario::Retained => {
+                let p = &plan.memory;
+                let params = format!("M={}", p.count.min(memory::RETAINED_MAX));
+                let heap_used = run.heap_used;
+                let measured = run.ours_only(
+                    "retained",
+                    fresh::memory_on(&ours, "server", heap_used, |target, pid| async move {
+                        memory::retained(&target, pid, p).await
+                    })
+                    .await,
+                );
+                rows.extend(report::rows("retained", &binding, &params, measured.as_ref(), None));
+            }
             Scenario::Resume => {
                 // In process, on a server of its own per round; our server only.
                 let params = "1 MiB artifact, 10 missed";

@@ -12,13 +12,14 @@
 //! it was (apart from M finished tasks in its store).
 //!
 //! [`hibernated`] measures what a parked task costs once its actor has hibernated to the
-//! store (our server only: it needs a server started with `--task-idle-secs`).
+//! store (our server only: it needs a server started with `--task-idle-secs`), and
+//! [`retained`] what a finished task costs while retention keeps it (our server only).
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 
 use crate::BoxError;
-use crate::driver::{Conn, Target};
+use crate::driver::{Conn, Target, fresh_message, is_terminal, send_request, task_state};
 use crate::process::settled_rss_kib;
 use crate::report::{Better, Measured, Metric};
 use crate::scenarios::{attach, finish_idle_task, idle_task};
@@ -128,6 +129,56 @@ pub async fn hibernated(target: &Target, pid: u32, p: &MemoryParams) -> Result<M
             started.elapsed().as_secs_f64()
         )],
     })
+}
+
+/// At most this many tasks per batch of the retained scenario: its warm-up and two batches
+/// stay under the server's default retention count (10,000), so nothing is evicted.
+pub const RETAINED_MAX: usize = 4_000;
+
+/// The retained scenario, on a fresh server: after a warm-up, RSS₀; M quick tasks (the
+/// unary echo, finished when SendMessage answers), RSS₁; M more, RSS₂. As with hibernation the
+/// first delta is an upper bound (it includes the calls' own memory, which later calls
+/// reuse); the second is the steady cost of one more finished task in the store.
+pub async fn retained(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measured, BoxError> {
+    let m = p.count.clamp(1, RETAINED_MAX);
+    let conns = target.connect_many(4).await?;
+    let started = Instant::now();
+    let warm_up = quick_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency);
+    within("retained", p.timeout, "warm-up", warm_up).await?;
+    let rss0 = settled_rss_kib(pid).await?;
+    within("retained", p.timeout, "finishing tasks", quick_tasks(&conns, m, p.concurrency)).await?;
+    let rss1 = settled_rss_kib(pid).await?;
+    within("retained", p.timeout, "finishing more tasks", quick_tasks(&conns, m, p.concurrency)).await?;
+    let rss2 = settled_rss_kib(pid).await?;
+    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    Ok(Measured {
+        metrics: vec![
+            Metric::new("per retained task, first batch", "KiB", per(rss0, rss1), Better::Lower),
+            Metric::new("per retained task, steady", "KiB", per(rss1, rss2), Better::Lower),
+        ],
+        notes: vec![format!(
+            "retained: M={m}, RSS KiB {rss0} → {rss1} (M finished) → {rss2} (2M finished), {:.1} s",
+            started.elapsed().as_secs_f64()
+        )],
+    })
+}
+
+/// `count` tasks the demo agent finishes at once (an echo), `concurrency` at a time.
+async fn quick_tasks(conns: &[Conn], count: usize, concurrency: usize) -> Result<(), BoxError> {
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let conn = conns[i % conns.len()].clone();
+            async move {
+                let task = conn.send_for_task(send_request(fresh_message("retained", None), false)).await?;
+                match task_state(&task) {
+                    state if is_terminal(state) => Ok(()),
+                    other => Err(format!("an echo left the task {other:?}, not finished").into()),
+                }
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await
 }
 
 /// `count` idle INPUT_REQUIRED tasks, created `concurrency` at a time over `conns`.
