@@ -105,24 +105,14 @@ pub const IDLE_SECS: u64 = 1;
 pub async fn hibernated(target: &Target, pid: u32, p: &MemoryParams) -> Result<Measured, BoxError> {
     let m = p.count.max(1);
     let conns = target.connect_many(4).await?;
-    let parked = || tokio::time::sleep(Duration::from_millis(IDLE_SECS * 1000 + 1500));
     let started = Instant::now();
-    within("memory", p.timeout, "warm-up", create_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency))
-        .await?;
-    parked().await;
-    let rss0 = settled_rss_kib(pid).await?;
-    within("memory", p.timeout, "creating tasks", create_tasks(&conns, m, p.concurrency)).await?;
-    parked().await;
-    let rss1 = settled_rss_kib(pid).await?;
-    within("memory", p.timeout, "creating more tasks", create_tasks(&conns, m, p.concurrency)).await?;
-    parked().await;
-    let rss2 = settled_rss_kib(pid).await?;
-    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    let conns = &conns;
+    let batch = move |n| async move { create_tasks(conns, n, p.concurrency).await.map(drop) };
+    let parked = || tokio::time::sleep(Duration::from_millis(IDLE_SECS * 1000 + 1500));
+    let rows = ["per hibernated task, first batch", "per hibernated task, steady"];
+    let (metrics, [rss0, rss1, rss2]) = two_batches(pid, p, m, ("hibernate", rows), batch, parked).await?;
     Ok(Measured {
-        metrics: vec![
-            Metric::new("per hibernated task, first batch", "KiB", per(rss0, rss1), Better::Lower),
-            Metric::new("per hibernated task, steady", "KiB", per(rss1, rss2), Better::Lower),
-        ],
+        metrics,
         notes: vec![format!(
             "hibernate: M={m}, idle timeout {IDLE_SECS} s, RSS KiB {rss0} → {rss1} (M parked) → {rss2} (2M parked), \
              {:.1} s",
@@ -143,24 +133,50 @@ pub async fn retained(target: &Target, pid: u32, p: &MemoryParams) -> Result<Mea
     let m = p.count.clamp(1, RETAINED_MAX);
     let conns = target.connect_many(4).await?;
     let started = Instant::now();
-    let warm_up = quick_tasks(&conns, (m / 20).clamp(1, 200), p.concurrency);
-    within("retained", p.timeout, "warm-up", warm_up).await?;
-    let rss0 = settled_rss_kib(pid).await?;
-    within("retained", p.timeout, "finishing tasks", quick_tasks(&conns, m, p.concurrency)).await?;
-    let rss1 = settled_rss_kib(pid).await?;
-    within("retained", p.timeout, "finishing more tasks", quick_tasks(&conns, m, p.concurrency)).await?;
-    let rss2 = settled_rss_kib(pid).await?;
-    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    let batch = |n| quick_tasks(&conns, n, p.concurrency);
+    let settled = || std::future::ready(());
+    let rows = ["per retained task, first batch", "per retained task, steady"];
+    let (metrics, [rss0, rss1, rss2]) = two_batches(pid, p, m, ("retained", rows), batch, settled).await?;
     Ok(Measured {
-        metrics: vec![
-            Metric::new("per retained task, first batch", "KiB", per(rss0, rss1), Better::Lower),
-            Metric::new("per retained task, steady", "KiB", per(rss1, rss2), Better::Lower),
-        ],
+        metrics,
         notes: vec![format!(
             "retained: M={m}, RSS KiB {rss0} → {rss1} (M finished) → {rss2} (2M finished), {:.1} s",
             started.elapsed().as_secs_f64()
         )],
     })
+}
+
+/// The shape of the hibernate and retained scenarios: a warm-up batch, then two batches of
+/// `m`, each followed by `settle` and an RSS reading; the `rows` per task of the first batch
+/// (an upper bound) and of the second (the steady cost), and the three readings.
+async fn two_batches<B, BFut, S, SFut>(
+    pid: u32,
+    p: &MemoryParams,
+    m: usize,
+    (scenario, rows): (&str, [&'static str; 2]),
+    batch: B,
+    settle: S,
+) -> Result<(Vec<Metric>, [u64; 3]), BoxError>
+where
+    B: Fn(usize) -> BFut,
+    BFut: Future<Output = Result<(), BoxError>>,
+    S: Fn() -> SFut,
+    SFut: Future<Output = ()>,
+{
+    let mut rss = [0; 3];
+    for (i, (phase, n)) in
+        [("warm-up", (m / 20).clamp(1, 200)), ("a batch", m), ("a second batch", m)].into_iter().enumerate()
+    {
+        within(scenario, p.timeout, phase, batch(n)).await?;
+        settle().await;
+        rss[i] = settled_rss_kib(pid).await?;
+    }
+    let per = |from: u64, to: u64| to.saturating_sub(from) as f64 / m as f64;
+    let metrics = vec![
+        Metric::new(rows[0], "KiB", per(rss[0], rss[1]), Better::Lower),
+        Metric::new(rows[1], "KiB", per(rss[1], rss[2]), Better::Lower),
+    ];
+    Ok((metrics, rss))
 }
 
 /// `count` tasks the demo agent finishes at once (an echo), `concurrency` at a time.
