@@ -72,13 +72,18 @@ fn unpack_without_artifacts(mut buf: Bytes) -> Result<Task, A2aError> {
         }
         Ok::<_, prost::DecodeError>(())
     })();
-    decoded.map_err(|e| A2aError::Internal(format!("a stored task does not decode: {e}")))?;
+    decoded.map_err(corrupt)?;
     Ok(task)
 }
 
-/// Decodes what [`Stored::new`] encoded (it cannot fail but for a bug, reported as such).
+/// Decodes what [`Stored::pack`] encoded.
 fn unpack(bytes: Bytes) -> Result<Task, A2aError> {
-    Task::decode(bytes).map_err(|e| A2aError::Internal(format!("a stored task does not decode: {e}")))
+    Task::decode(bytes).map_err(corrupt)
+}
+
+/// A packed task that does not decode: only a bug can cause it, and it is reported as one.
+fn corrupt(error: prost::DecodeError) -> A2aError {
+    A2aError::Internal(format!("a stored task does not decode: {error}"))
 }
 
 #[cfg(test)]
