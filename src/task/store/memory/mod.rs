@@ -3,8 +3,8 @@
 //!
 //! One lock guards the tasks, the ListTasks indexes (`index.rs`) and retention (`retention.rs`),
 //! and no critical section grows with the number of tasks: a save or a get is a few hash
-//! operations, a ListTasks page a seek plus the page (the page's tasks are cloned after the
-//! lock is released), and eviction runs in batches of `EVICT_BATCH` with the lock released in
+//! operations, a ListTasks page a seek plus the page (the page's tasks are decoded or copied
+//! after the lock is released), and eviction runs in batches of `EVICT_BATCH` with the lock released in
 //! between, the evicted tasks freed outside it. Saves let finished tasks run a batch over the
 //! count before evicting (reads never see them: a read evicts first).
 //!
@@ -284,7 +284,7 @@ impl TaskStore for MemoryStore {
                 break page;
             }
         };
-        // Copies (the core trims them) are made outside the lock.
+        // Decoded or copied (the core trims them) outside the lock.
         let artifacts = query.include_artifacts;
         let tasks = tasks.into_iter().map(|t| t.into_owned(artifacts)).collect::<Result<_, _>>()?;
         Ok(TaskPage { tasks, next, total })
