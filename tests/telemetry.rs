@@ -42,7 +42,12 @@ async fn metrics_count_requests_by_binding_method_and_outcome() {
     assert!(
         sample(&text, r#"a2a_requests_total{binding="jsonrpc",method="GetTask",outcome="ok"}"#).is_some()
     );
-    assert!(text.contains("a2a_request_duration_seconds_bucket{"), "a histogram: {text}");
+    let series = r#"binding="grpc",method="SendMessage""#;
+    let count = sample(&text, &format!("a2a_request_duration_seconds_count{{{series}}}")).unwrap();
+    assert!(count >= 1.0, "{text}");
+    let every = sample(&text, &format!(r#"a2a_request_duration_seconds_bucket{{{series},le="+Inf"}}"#));
+    assert_eq!(every, Some(count), "{text}");
+    assert!(text.contains("# TYPE a2a_request_duration_seconds histogram\n"), "{text}");
     assert!(sample(&text, "a2a_live_tasks").unwrap() >= 1.0);
     assert!(sample(&text, "a2a_open_subscriptions").unwrap() >= 1.0);
     assert!(sample(&text, "a2a_events_total").unwrap() >= 1.0);

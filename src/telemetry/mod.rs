@@ -3,6 +3,9 @@
 //! Every binding wraps each call in [`observe`], so requests are counted and timed the same
 //! way whatever the wire: by method, binding and outcome (the A2A error reason, or `ok`).
 //!
+//! Request latency is a histogram of our own (`latency.rs`): it counts into fixed buckets as
+//! it records, where the exporter's would hold every sample until the next scrape.
+//!
 //! The request span is at DEBUG level, unless spans are exported (OTLP), when it is at INFO:
 //! a log layer formats a span's fields as it opens, and at the default `info` that cost about
 //! 5% of a unary call's CPU for a context no line at `info` needed.
@@ -12,9 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
-use metrics::{Counter, Histogram};
+use metrics::Counter;
 
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing::{Instrument, Span};
 
 use crate::call::CallContext;
@@ -25,19 +28,19 @@ use crate::proto::{
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
 
-/// Request latency buckets, seconds: from sub-millisecond unary calls to long blocking sends.
-const LATENCY_BUCKETS: &[f64] =
-    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+mod latency;
+
+use latency::Latency;
+
+/// The latency histogram's name (one series per binding and method).
+const DURATION: &str = "a2a_request_duration_seconds";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// The process-wide Prometheus recorder, installed on first use.
 pub fn prometheus() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
-        let recorder = PrometheusBuilder::new()
-            .set_buckets_for_metric(Matcher::Full("a2a_request_duration_seconds".into()), LATENCY_BUCKETS)
-            .expect("the bucket list is not empty")
-            .build_recorder();
+        let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         // Fails only if another recorder is installed already; then that one records.
         let _ = metrics::set_global_recorder(recorder);
@@ -45,11 +48,22 @@ pub fn prometheus() -> &'static PrometheusHandle {
     })
 }
 
-/// The Prometheus exposition of every metric recorded so far.
+/// The Prometheus exposition of every metric recorded so far: the exporter's, then the
+/// latency histograms.
 pub fn render() -> String {
     let handle = prometheus();
+    // Folds the samples of any exporter histogram (none here today) into its buckets.
     handle.run_upkeep();
-    handle.render()
+    let mut text = handle.render();
+    let calls = CALLS.read().unwrap_or_else(|e| e.into_inner());
+    if !calls.is_empty() {
+        text.push_str(&format!("# TYPE {DURATION} histogram\n"));
+    }
+    for call in calls.iter() {
+        let labels = format!("binding=\"{}\",method=\"{}\"", call.binding, call.method);
+        call.duration.render(&mut text, DURATION, &labels);
+    }
+    text
 }
 
 /// The task and context a request names, for its span.
@@ -143,7 +157,7 @@ where
                     .increment(1)
             }
         }
-        handles.duration.record(elapsed.as_secs_f64());
+        handles.duration.record(elapsed);
         result
     }
 }
@@ -203,11 +217,14 @@ struct CallMetrics {
     binding: &'static str,
     method: &'static str,
     ok: Counter,
-    duration: Histogram,
+    duration: Latency,
 }
 
+/// Every method and binding called so far (at most one entry each, for the life of the
+/// process).
+static CALLS: RwLock<Vec<&'static CallMetrics>> = RwLock::new(Vec::new());
+
 fn call_metrics(binding: &'static str, method: &'static str) -> &'static CallMetrics {
-    static CALLS: RwLock<Vec<&'static CallMetrics>> = RwLock::new(Vec::new());
     let find = |calls: &[&'static CallMetrics]| {
         calls.iter().copied().find(|c| c.binding == binding && c.method == method)
     };
@@ -224,7 +241,7 @@ fn call_metrics(binding: &'static str, method: &'static str) -> &'static CallMet
         binding,
         method,
         ok: metrics::counter!("a2a_requests_total", "binding" => binding, "method" => method, "outcome" => "ok"),
-        duration: metrics::histogram!("a2a_request_duration_seconds", "binding" => binding, "method" => method),
+        duration: Latency::default(),
     }));
     calls.push(created);
     created
