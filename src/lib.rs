@@ -24,10 +24,11 @@
 //!   resume cursor), and which JSON form it gets (with `generation` or exactly v1.0's).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
-//! - [`task`]: the per-task actor (`actor.rs`, the task's only writer), the pure rules that
-//!   apply an agent's event to a Task (`rules.rs`), the handle that reaches an actor
-//!   (`handle.rs`), its sequenced event log (`log.rs`, the fan-out to subscribers), the
-//!   registry of live tasks, the task metrics, and the task store (`store/`: memory, Redis).
+//! - [`task`]: the per-task actor (`actor/`, the task's only writer; `actor/turns.rs`
+//!   answers its callers), the pure rules that apply an agent's event to a Task (`rules.rs`),
+//!   the handle that reaches an actor (`handle.rs`), its sequenced event log (`log.rs`, the
+//!   fan-out to subscribers), the registry of live tasks, the task metrics, and the task store
+//!   (`store/`: memory, Redis).
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded, bounded in
