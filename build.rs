@@ -3,8 +3,9 @@
 //! Two outputs come from one parse: prost/tonic code for the gRPC binding, and the encoded
 //! descriptor set (which keeps custom options such as `google.api.http`) for server reflection
 //! and the descriptor-driven ProtoJSON of `src/protojson.rs`; from that set pbjson-build then
-//! generates the serde code `src/protojson.rs` writes v1.0 JSON with. The A2A v0.3 proto (package
-//! `a2a.v1`, for v0.3 clients) is compiled the same way, into its own descriptor set.
+//! generates the serde code `src/protojson.rs` writes v1.0 JSON with (and reads it with,
+//! first). The A2A v0.3 proto (package `a2a.v1`, for v0.3 clients) is compiled the same way,
+//! into its own descriptor set.
 use std::{env, path::Path, path::PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -17,6 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register_descriptors(&v1)?
         .out_dir(&out)
         .extern_path(".google.protobuf", "::pbjson_types")
+        // ProtoJSON readers ignore unknown fields; `protojson::decode` reads with this code
+        // first and must not send such a request to the slower descriptor reader.
+        .ignore_unknown_fields()
         .build(&[".lf.a2a.v1"])?;
     rfc3339_timestamps(&out.join("lf.a2a.v1.serde.rs"))?;
     Ok(())

@@ -1,6 +1,7 @@
 //! ProtoJSON decoding of every request type (v1.0, and the v0.3 shim's bodies), the first
 //! byte picking the type: what decodes round-trips (ProtoJSON and protobuf), what decodes
-//! strictly decodes leniently to the same message, and a refusal is an InvalidParams error.
+//! strictly decodes leniently to the same message, the generated reader and the descriptors
+//! read the same message, and a refusal is an InvalidParams error.
 #![no_main]
 use std::fmt::Debug;
 
@@ -13,6 +14,7 @@ use a2a_server::transport::operation::list_tasks;
 use a2a_server::transport::v03::{json as v03json, typed};
 use libfuzzer_sys::fuzz_target;
 use prost::Name;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 fuzz_target!(|input: &[u8]| {
@@ -63,8 +65,16 @@ fuzz_target!(|input: &[u8]| {
     }
 });
 
-/// Decodes `value` as `T` leniently and strictly, checking what each gives.
-fn v1_request<T: protojson::Encode + Default + Debug>(value: &Value) -> Option<T> {
+/// Decodes `value` as `T` leniently and strictly, checking what each gives; what the generated
+/// serde code reads, the descriptors read as the same message.
+fn v1_request<T>(value: &Value) -> Option<T>
+where
+    T: protojson::Encode + Default + Debug + PartialEq + DeserializeOwned,
+{
+    if let Some(generated) = protojson::decode_generated::<T>(value) {
+        let described = protojson::decode_described::<T>(value);
+        assert_eq!(described.as_ref().ok(), Some(&generated), "the two ProtoJSON readers agree");
+    }
     let strict = protojson::decode_strict::<T>(value);
     match protojson::decode::<T>(value) {
         Ok(request) => {

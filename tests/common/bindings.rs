@@ -1,7 +1,7 @@
 //! One A2A client over three bindings: gRPC (the tonic client), JSON-RPC and HTTP+JSON
 //! (reqwest). Results are decoded into the generated proto types (JSON through
-//! `protojson::decode`); errors become [`Failure`]s; the envelope, content types and SSE ids
-//! are checked on the way.
+//! `protojson::decode_described`, the reference reader); errors become [`Failure`]s; the
+//! envelope, content types and SSE ids are checked on the way.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -11,7 +11,7 @@ use a2a_server::proto::{
     ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, SubscribeToTaskRequest, Task,
     TaskPushNotificationConfig,
 };
-use a2a_server::protojson::{decode, encode};
+use a2a_server::protojson::{decode_described, encode};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
@@ -29,7 +29,7 @@ pub enum Binding {
 pub const BINDINGS: [Binding; 3] = [Binding::Grpc, Binding::JsonRpc, Binding::HttpJson];
 
 pub fn from_json<T: prost::Message + prost::Name + Default>(value: &Value) -> T {
-    decode(value).unwrap_or_else(|e| panic!("not a {}: {e}: {value}", T::NAME))
+    decode_described(value).unwrap_or_else(|e| panic!("not a {}: {e}: {value}", T::NAME))
 }
 
 fn is_sse(response: &reqwest::Response) -> bool {
