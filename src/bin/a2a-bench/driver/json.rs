@@ -30,11 +30,21 @@ pub enum Flavor {
     Rest,
 }
 
+/// What a [`JsonConn`]'s requests travel on.
+#[derive(Clone)]
+pub enum Transport {
+    /// tonic's `Channel`: reconnects, and buffers calls through a task of its own.
+    Channel(Channel),
+    /// One bare hyper HTTP/2 connection, as the gRPC unary load uses (see `bare.rs`), so
+    /// that the JSON and gRPC unary rows differ in the binding alone, not in the client.
+    Bare(super::bare::H2),
+}
+
 /// One HTTP/2 connection speaking a JSON binding.
 #[derive(Clone)]
 pub struct JsonConn {
     pub flavor: Flavor,
-    pub channel: Channel,
+    pub transport: Transport,
     /// Base URL without a trailing slash.
     pub base: String,
     /// A header every request carries.
@@ -64,22 +74,36 @@ impl JsonConn {
         }
         let body = tonic::body::Body::new(body.map(AxumBody::from).unwrap_or_else(AxumBody::empty));
         let request = request.body(body)?;
-        let mut channel = self.channel.clone();
-        std::future::poll_fn(|cx| channel.poll_ready(cx)).await?;
-        let response = channel.call(request).await?;
-        Ok(response.map(AxumBody::new))
+        Ok(match &self.transport {
+            Transport::Channel(channel) => Self::call_on(channel.clone(), request).await?.map(AxumBody::new),
+            Transport::Bare(h2) => Self::call_on(h2.clone(), request).await?.map(AxumBody::new),
+        })
+    }
+
+    async fn call_on<S>(mut service: S, request: Request<tonic::body::Body>) -> Result<S::Response, BoxError>
+    where
+        S: Service<Request<tonic::body::Body>>,
+        S::Error: Into<BoxError>,
+    {
+        std::future::poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
+        service.call(request).await.map_err(Into::into)
     }
 
     fn rpc(method: &str, params: &Value) -> Result<Vec<u8>, BoxError> {
-        Ok(serde_json::to_vec(&serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
-        }))?)
+        Ok(Self::rpc_text(method, &serde_json::to_string(params)?).into_bytes())
+    }
+
+    /// A JSON-RPC request around params already written as JSON.
+    fn rpc_text(method: &str, params: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#)
     }
 
     /// SendMessage.
     pub async fn send(&self, request: &SendMessageRequest) -> Result<SendMessageResponse, BoxError> {
         let (path, body) = match self.flavor {
-            Flavor::JsonRpc => ("/", Self::rpc("SendMessage", &protojson::encode(request))?),
+            Flavor::JsonRpc => {
+                ("/", Self::rpc_text("SendMessage", &protojson::encode_string(request)).into_bytes())
+            }
             Flavor::Rest => ("/message:send", protojson::encode_string(request).into_bytes()),
         };
         let response = self.call(http::Method::POST, path, Some(body)).await?;
@@ -104,7 +128,7 @@ impl JsonConn {
     /// A read-only method: JSON-RPC `method` with `params`, or HTTP+JSON `GET rest_path`.
     async fn read<M>(&self, method: &str, params: &Value, rest_path: &str) -> Result<M, BoxError>
     where
-        M: prost::Message + prost::Name + Default,
+        M: prost::Message + prost::Name + Default + serde::de::DeserializeOwned,
     {
         let response = match self.flavor {
             Flavor::JsonRpc => self.call(http::Method::POST, "/", Some(Self::rpc(method, params)?)).await?,
@@ -179,7 +203,7 @@ impl JsonConn {
 
     fn decode<M>(&self, status: http::StatusCode, bytes: &[u8]) -> Result<M, BoxError>
     where
-        M: prost::Message + prost::Name + Default,
+        M: prost::Message + prost::Name + Default + serde::de::DeserializeOwned,
     {
         match self.flavor {
             Flavor::Rest if status.is_success() => Ok(protojson::decode(&serde_json::from_slice(bytes)?)?),

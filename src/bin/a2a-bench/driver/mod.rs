@@ -24,7 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxError;
 pub use bare::UnaryConn;
-use json::{Flavor, JsonConn, SseStream};
+use json::{Flavor, JsonConn, SseStream, Transport};
 
 /// The A2A protocol bindings a2a-bench can speak (`--binding`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,7 +86,7 @@ impl Target {
         let json = |flavor| {
             Conn::Json(JsonConn {
                 flavor,
-                channel: channel.clone(),
+                transport: Transport::Channel(channel.clone()),
                 base: self.base(),
                 credential: credential.clone(),
             })
