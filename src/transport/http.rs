@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -17,6 +17,14 @@ use crate::error::A2aError;
 
 /// `application/a2a+json`, the HTTP+JSON binding's media type (spec v1.0.1 §11.1).
 pub const A2A_JSON: &str = "application/a2a+json";
+
+/// The service-parameter headers, as names made once: a lookup by `&str` parses and checks the
+/// name on every call (a couple of thousand instructions a request for these five).
+const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+const A2A_EXTENSIONS: HeaderName = HeaderName::from_static("a2a-extensions");
+const A2A_LAST_GENERATION: HeaderName = HeaderName::from_static("a2a-last-generation");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// Settings of the HTTP side.
 #[derive(Debug, Clone)]
@@ -70,13 +78,13 @@ pub fn call_context(headers: &HeaderMap, query: Option<&str>) -> CallContext {
             .find(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
             .map(|(_, v)| v.into_owned())
     });
-    let version = headers.get("a2a-version").and_then(|v| v.to_str().ok()).map(str::to_owned).or(from_query);
-    let extensions = headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let version = text(&A2A_VERSION).or(from_query);
+    let extensions = headers.get_all(A2A_EXTENSIONS).into_iter().filter_map(|v| v.to_str().ok());
     let mut call = CallContext::from_parameters(version.as_deref(), extensions);
-    call.traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    call.last_generation =
-        headers.get("a2a-last-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    call.last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    call.traceparent = text(&TRACEPARENT);
+    call.last_generation = text(&A2A_LAST_GENERATION);
+    call.last_event_id = text(&LAST_EVENT_ID);
     call
 }
 
