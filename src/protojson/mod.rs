@@ -20,6 +20,7 @@ use std::sync::LazyLock;
 use prost::{Message, Name};
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::proto::{FILE_DESCRIPTOR_SET, ListTasksResponse};
@@ -54,8 +55,8 @@ pub fn encode_string<T: Encode>(message: &T) -> String {
 
 /// What the server writes as ProtoJSON: a v1.0 message with its generated serde code (about a
 /// fifth of the CPU of going through a `DynamicMessage`), and with the A2A dev-1.1
-/// `generation` fields it may carry.
-pub trait Encode: Message + Name + Serialize + Clone {
+/// `generation` fields it may carry. The same code reads it ([`decode`]).
+pub trait Encode: Message + Name + Serialize + DeserializeOwned + Clone {
     /// Whether a `generation` field in it is set, directly or in the messages directly inside
     /// it (a StreamResponse's payload, a SendMessageResponse's task, a ListTasksResponse's
     /// tasks).
