@@ -3,12 +3,10 @@
 //!
 //! Why: a `Channel` sends every call through a tower `Buffer` to a task of its own, which then
 //! hands it to hyper's connection task; at tens of thousands of calls per second that extra hop
-//! per call is client CPU taken from the servers being measured on the same cores, and it
-//! spreads the calls out in time, so the server gets fewer to answer per wake-up and writes its
-//! answers in more syscalls (with a `Channel` under the JSON load and none under gRPC, our
-//! server made one `writev` per JSON call against 0.66 per gRPC call). Without the reconnect
-//! and buffer layers a dropped connection is not reestablished, which a benchmark does not
-//! need (the call fails and is counted).
+//! per call is client CPU taken from the servers being measured on the same cores, and the
+//! JSON and gRPC rows should differ in the binding alone. Without the reconnect and buffer
+//! layers a dropped connection is not reestablished, which a benchmark does not need (the call
+//! fails and is counted).
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
