@@ -128,7 +128,7 @@ impl JsonConn {
     /// A read-only method: JSON-RPC `method` with `params`, or HTTP+JSON `GET rest_path`.
     async fn read<M>(&self, method: &str, params: &Value, rest_path: &str) -> Result<M, BoxError>
     where
-        M: prost::Message + prost::Name + Default + serde::de::DeserializeOwned,
+        M: protojson::Encode + Default,
     {
         let response = match self.flavor {
             Flavor::JsonRpc => self.call(http::Method::POST, "/", Some(Self::rpc(method, params)?)).await?,
@@ -203,7 +203,7 @@ impl JsonConn {
 
     fn decode<M>(&self, status: http::StatusCode, bytes: &[u8]) -> Result<M, BoxError>
     where
-        M: prost::Message + prost::Name + Default + serde::de::DeserializeOwned,
+        M: protojson::Encode + Default,
     {
         match self.flavor {
             Flavor::Rest if status.is_success() => Ok(protojson::decode(&serde_json::from_slice(bytes)?)?),
