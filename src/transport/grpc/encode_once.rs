@@ -10,7 +10,8 @@
 //! see no difference.
 //!
 //! Each RPC is one [`Rpc`] value (its name and its core call) served by one generic service,
-//! [`Served`]: unary when the answer encodes itself, server-streaming when it is an event stream.
+//! [`Served`]: unary (framed by `unary.rs`) when the answer encodes itself, server-streaming
+//! (framed by tonic) when it is an event stream.
 use std::convert::Infallible;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http;
-use tonic::server::{Grpc, ServerStreamingService, UnaryService};
+use tonic::server::{Grpc, ServerStreamingService};
 use tonic::{Request, Response, Status};
 
 use super::GrpcBinding;
@@ -112,9 +113,9 @@ where
 
 /// What a request message may hold, checked on its bytes before it is decoded.
 #[derive(Clone, Copy)]
-struct Limits {
-    max_request_bytes: usize,
-    max_parts: usize,
+pub(super) struct Limits {
+    pub(super) max_request_bytes: usize,
+    pub(super) max_parts: usize,
 }
 
 fn unary<Req, Resp, B>(service: Served<Req, Resp>, limits: Limits, request: http::Request<B>) -> Answer
@@ -124,9 +125,7 @@ where
     B: tonic::codegen::Body + Send + 'static,
     B::Error: Into<tonic::codegen::StdError> + Send + 'static,
 {
-    let mut grpc = Grpc::new(SharedCodec::<Req, Resp>::new(limits.max_parts))
-        .max_decoding_message_size(limits.max_request_bytes);
-    Box::pin(async move { Ok(grpc.unary(service, request).await) })
+    Box::pin(async move { Ok(super::unary::serve(service, limits, request).await) })
 }
 
 fn streaming<Req, B>(service: Served<Req, Events>, limits: Limits, request: http::Request<B>) -> Answer
@@ -140,19 +139,10 @@ where
     Box::pin(async move { Ok(grpc.server_streaming(service, request).await) })
 }
 
-/// The tonic service for one [`Rpc`].
-struct Served<Req: 'static, Resp: 'static> {
-    binding: Arc<GrpcBinding>,
-    rpc: &'static Rpc<Req, Resp>,
-}
-
-impl<Req: RequestIds + Send + 'static, Resp: WireEncode> UnaryService<Req> for Served<Req, Resp> {
-    type Response = Resp;
-    type Future = BoxFuture<'static, Result<Response<Resp>, Status>>;
-
-    fn call(&mut self, request: Request<Req>) -> Self::Future {
-        Box::pin(self.rpc.answer(&self.binding, request))
-    }
+/// One [`Rpc`] as a service: unary ones are served by `unary.rs`, streaming ones by tonic.
+pub(super) struct Served<Req: 'static, Resp: 'static> {
+    pub(super) binding: Arc<GrpcBinding>,
+    pub(super) rpc: &'static Rpc<Req, Resp>,
 }
 
 impl<Req: RequestIds + Send + 'static> ServerStreamingService<Req> for Served<Req, Events> {
@@ -172,7 +162,7 @@ fn shared_bytes(stream: EventStream) -> BoxStream<'static, Result<Bytes, Status>
 }
 
 /// A response that writes its own protobuf encoding.
-trait WireEncode: Send + 'static {
+pub(super) trait WireEncode: Send + 'static {
     fn encode_to(&self, dst: &mut impl BufMut);
 }
 
@@ -250,7 +240,7 @@ impl<Resp: WireEncode> Encoder for SharedEncoder<Resp> {
 }
 
 /// Initial size of a response's encode buffer.
-const ENCODE_BUFFER: usize = 1024;
+pub(super) const ENCODE_BUFFER: usize = 1024;
 
 struct RequestDecoder<Req> {
     max_parts: usize,
@@ -262,16 +252,21 @@ impl<Req: prost::Message + Default + Admission> Decoder for RequestDecoder<Req> 
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Req>, Status> {
-        let bytes = src.copy_to_bytes(src.remaining());
-        Req::admit(&bytes, self.max_parts)?;
-        let request =
-            Req::decode(bytes).map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))?;
-        Ok(Some(request))
+        decode_request(src.copy_to_bytes(src.remaining()), self.max_parts).map(Some)
     }
 }
 
+/// A request message's bytes admitted (see [`Admission`]), then decoded.
+pub(super) fn decode_request<Req: prost::Message + Default + Admission>(
+    bytes: Bytes,
+    max_parts: usize,
+) -> Result<Req, Status> {
+    Req::admit(&bytes, max_parts)?;
+    Req::decode(bytes).map_err(|e| Status::invalid_argument(format!("malformed request: {e}")))
+}
+
 /// What a request's bytes must pass before they are decoded.
-trait Admission {
+pub(super) trait Admission {
     fn admit(_bytes: &[u8], _max_parts: usize) -> Result<(), A2aError> {
         Ok(())
     }

@@ -2,13 +2,15 @@
 //! exactly one place where it is served:
 //!
 //! - `encode_once.rs`: SendMessage, SendStreamingMessage, GetTask and SubscribeToTask, answered
-//!   from bytes and tasks shared with every other reader instead of copies made per answer.
+//!   from bytes and tasks shared with every other reader instead of copies made per answer;
+//!   the two unary ones framed by `unary.rs`, the streaming ones by tonic.
 //! - `generated.rs`: every other RPC, through the tonic-generated server.
 //!
 //! [`A2aGrpc`] routes a request by its path to one or the other.
 mod encode_once;
 mod generated;
 pub(crate) mod request_parts;
+mod unary;
 
 use std::convert::Infallible;
 use std::future::Future;
