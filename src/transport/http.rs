@@ -13,18 +13,11 @@ use super::request_budget::RequestBudget;
 use crate::call::CallContext;
 use crate::core::Core;
 use crate::core::CoreSettings;
+use super::parameters::{A2A_EXTENSIONS, A2A_LAST_GENERATION, A2A_VERSION, LAST_EVENT_ID, TRACEPARENT};
 use crate::error::A2aError;
 
 /// `application/a2a+json`, the HTTP+JSON binding's media type (spec v1.0.1 §11.1).
 pub const A2A_JSON: &str = "application/a2a+json";
-
-/// The service-parameter headers, as names made once: a lookup by `&str` parses and checks the
-/// name on every call (a couple of thousand instructions a request for these five).
-const A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
-const A2A_EXTENSIONS: HeaderName = HeaderName::from_static("a2a-extensions");
-const A2A_LAST_GENERATION: HeaderName = HeaderName::from_static("a2a-last-generation");
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// Settings of the HTTP side.
 #[derive(Debug, Clone)]

@@ -9,13 +9,15 @@
 //!   and encoding with [`protojson`](crate::protojson); streams go out as [`sse`].
 //! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share; [`strict_json`]: request
 //!   bodies read as I-JSON (duplicate names refused).
-//! - [`request_size`]: `--max-request-bytes`, the one request size limit of every binding.
+//! - [`request_size`]: `--max-request-bytes`, the one request size limit of every binding;
+//!   `parameters.rs`: the service parameters' header names.
 //! - [`v03`]: A2A v0.3 clients, translated to and from v1.0 at the edge.
 pub mod card;
 pub mod grpc;
 pub mod http;
 pub mod jsonrpc;
 pub mod operation;
+mod parameters;
 pub mod request_budget;
 pub mod request_size;
 pub mod rest;

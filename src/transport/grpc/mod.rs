@@ -17,7 +17,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tonic::codegen::http;
+use tonic::codegen::http::{self, HeaderName};
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
@@ -26,6 +26,7 @@ use crate::core::Core;
 use crate::error::A2aError;
 use crate::proto::a2a_service_server::A2aServiceServer;
 use crate::telemetry::{RequestIds, observe};
+use crate::transport::parameters::{A2A_EXTENSIONS, A2A_LAST_GENERATION, A2A_VERSION, TRACEPARENT};
 
 /// `lf.a2a.v1.A2AService`: the encode-once RPCs, and the generated server for the rest.
 #[derive(Clone)]
@@ -81,14 +82,13 @@ struct GrpcBinding {
 /// Service parameters travel as metadata with lowercased names (spec §10.2); the auth layer's
 /// outcome travels in the request's extensions.
 fn call_context<T>(request: &Request<T>) -> CallContext {
-    let metadata = request.metadata();
-    let version = metadata.get("a2a-version").and_then(|v| v.to_str().ok());
-    let extensions = metadata.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
+    let headers: &http::HeaderMap = request.metadata().as_ref();
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let extensions = headers.get_all(A2A_EXTENSIONS).into_iter().filter_map(|v| v.to_str().ok());
     let mut call =
-        CallContext::from_parameters(version, extensions).authenticated(request.extensions().get());
-    call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    call.last_generation =
-        metadata.get("a2a-last-generation").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        CallContext::from_parameters(text(&A2A_VERSION), extensions).authenticated(request.extensions().get());
+    call.traceparent = text(&TRACEPARENT).map(str::to_owned);
+    call.last_generation = text(&A2A_LAST_GENERATION).map(str::to_owned);
     call
 }
 
