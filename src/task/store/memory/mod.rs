@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use prost::Message as _;
+use bytes::Bytes;
 
 use super::push_configs::PushConfigTable;
 use super::{PushConfigLimits, TaskPage, TaskQuery, TaskStore, status_nanos};
@@ -247,11 +247,12 @@ fn wait_for_index(unindexed: &mut Vec<Arc<str>>, id: Arc<str>) -> usize {
 impl TaskStore for MemoryStore {
     async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
         let now = Instant::now();
-        // Sized and packed before taking the lock: both walk the whole task. One too large
-        // to keep is not packed (the save forgets it).
-        let bytes = is_terminal(state_of(task.status.as_ref())).then(|| task.encoded_len());
-        let stored = match bytes {
-            Some(len) if len <= self.retention.max_bytes => Stored::pack(&task, len),
+        // Packed before taking the lock: it walks the whole task. One too large to keep is
+        // not kept (the save forgets it).
+        let packed = is_terminal(state_of(task.status.as_ref())).then(|| Stored::pack(&task));
+        let bytes = packed.as_ref().map(Bytes::len);
+        let stored = match packed {
+            Some(packed) if packed.len() <= self.retention.max_bytes => Stored::Packed(packed),
             _ => Stored::Live(task.clone()),
         };
         let stored = (stored, bytes);

@@ -27,12 +27,14 @@ pub(super) enum Stored {
 }
 
 impl Stored {
-    /// A finished task packed, `len` being its `encoded_len` (measured once by the caller,
-    /// which needs it first to decide whether retention keeps the task at all).
-    pub(super) fn pack(task: &Task, len: usize) -> Self {
-        let mut buf = Vec::with_capacity(len);
+    /// A finished task packed; its length is what retention counts. Encoded without measuring
+    /// first: measuring walks the whole task again (prost measures every nested message as it
+    /// encodes it anyway), and a task is bounded by `--max-task-bytes`, so a buffer grown as
+    /// it goes costs at most a few copies of a small one.
+    pub(super) fn pack(task: &Task) -> Bytes {
+        let mut buf = Vec::with_capacity(PACK_BUFFER);
         task.encode_raw(&mut buf);
-        Self::Packed(Bytes::from(buf))
+        Bytes::from(buf)
     }
 
     /// The task as a shared value, decoding a packed one.
@@ -54,6 +56,9 @@ impl Stored {
         }
     }
 }
+
+/// What a packing starts with: a typical finished task fits.
+const PACK_BUFFER: usize = 512;
 
 /// `Task.artifacts`' field number (`lf.a2a.v1.Task`).
 const ARTIFACTS_FIELD: u32 = 4;
@@ -102,9 +107,9 @@ mod tests {
             metadata: Some(pbjson_types::Struct::default()),
             generation: 3,
         };
-        let packed = Stored::pack(&task, task.encoded_len());
-        let Stored::Packed(bytes) = &packed else { panic!("a finished task is packed") };
+        let bytes = Stored::pack(&task);
         assert_eq!(bytes.len(), task.encoded_len());
+        let packed = Stored::Packed(bytes);
         assert_eq!(*packed.clone().task().unwrap(), task);
         assert_eq!(packed.clone().into_owned(true).unwrap(), task);
         let without = Task { artifacts: Vec::new(), ..task.clone() };
