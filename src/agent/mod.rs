@@ -311,7 +311,7 @@ impl EventSink {
     /// An agent message in this task's context holding one text part.
     pub fn agent_message(&self, text: &str) -> Message {
         Message {
-            message_id: uuid::Uuid::new_v4().to_string(),
+            message_id: crate::proto::new_id(),
             context_id: self.context_id.clone(),
             task_id: self.task_id.clone(),
             role: Role::Agent as i32,

@@ -28,7 +28,7 @@ impl Core {
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         validate::push_config(&config)?;
         if config.id.is_empty() {
-            config.id = uuid::Uuid::new_v4().to_string();
+            config.id = crate::proto::new_id();
         }
         self.env.store.put_push_config(owner, &config, self.settings.push.config_limits()).await?;
         Ok(config)

@@ -175,12 +175,12 @@ fn begin<'a>(
         return Ok((Begun::Boxed(Box::pin(started)), slot));
     }
 
-    let task_id = uuid::Uuid::new_v4().to_string();
+    let task_id = crate::proto::new_id();
     core.env.limits.check_first(&task_id, &message)?;
     let reservation = core.env.live.reserve(&owner.principal, &task_id)?;
     let slot = open_slot(&task_id)?;
     let context_id = match message.context_id.as_str() {
-        "" => uuid::Uuid::new_v4().to_string(),
+        "" => crate::proto::new_id(),
         given => given.to_owned(),
     };
     message.task_id = task_id.clone();
@@ -300,7 +300,7 @@ mod tests {
 
     fn request_with_webhook() -> SendMessageRequest {
         let message = Message {
-            message_id: uuid::Uuid::new_v4().to_string(),
+            message_id: crate::proto::new_id(),
             role: Role::User as i32,
             parts: vec![Part {
                 content: Some(crate::proto::part::Content::Text("hi".into())),

@@ -121,7 +121,7 @@ pub(crate) fn set_status(
     }
     if let Some(message) = status.message.as_mut() {
         if message.message_id.is_empty() {
-            message.message_id = uuid::Uuid::new_v4().to_string();
+            message.message_id = crate::proto::new_id();
         }
         if message.role == Role::Unspecified as i32 {
             message.role = Role::Agent as i32;
@@ -177,7 +177,7 @@ pub(crate) fn match_generation(task: &Task, expected: Option<i64>, pending: bool
 /// A FAILED status whose agent message says why, for the client to read.
 pub(crate) fn failure(text: &str) -> TaskStatus {
     let message = Message {
-        message_id: uuid::Uuid::new_v4().to_string(),
+        message_id: crate::proto::new_id(),
         role: Role::Agent as i32,
         parts: vec![text_part(text)],
         ..Default::default()

@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::card::CardService;
+use super::parameters::{A2A_EXTENSIONS, A2A_LAST_GENERATION, A2A_VERSION, LAST_EVENT_ID, TRACEPARENT};
 use super::request_budget::RequestBudget;
 use crate::call::CallContext;
 use crate::core::Core;
 use crate::core::CoreSettings;
-use super::parameters::{A2A_EXTENSIONS, A2A_LAST_GENERATION, A2A_VERSION, LAST_EVENT_ID, TRACEPARENT};
 use crate::error::A2aError;
 
 /// `application/a2a+json`, the HTTP+JSON binding's media type (spec v1.0.1 §11.1).

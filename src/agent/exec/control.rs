@@ -59,7 +59,7 @@ pub(crate) fn parse(json: &str) -> Result<Control, String> {
                 protojson::decode_strict(&value).map_err(|e| format!("invalid artifact: {e}"))?;
             if artifact.artifact_id.is_empty() {
                 artifact.artifact_id = match artifact.name.as_str() {
-                    "" => uuid::Uuid::new_v4().to_string(),
+                    "" => crate::proto::new_id(),
                     name => name.to_owned(),
                 };
             }
@@ -80,7 +80,7 @@ pub(crate) fn parse(json: &str) -> Result<Control, String> {
             };
             let part = Part { content: Some(part::Content::Data(data)), ..Default::default() };
             let artifact = Artifact {
-                artifact_id: uuid::Uuid::new_v4().to_string(),
+                artifact_id: crate::proto::new_id(),
                 name,
                 parts: vec![part],
                 ..Default::default()

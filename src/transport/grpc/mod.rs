@@ -85,8 +85,8 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
     let headers: &http::HeaderMap = request.metadata().as_ref();
     let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     let extensions = headers.get_all(A2A_EXTENSIONS).into_iter().filter_map(|v| v.to_str().ok());
-    let mut call =
-        CallContext::from_parameters(text(&A2A_VERSION), extensions).authenticated(request.extensions().get());
+    let mut call = CallContext::from_parameters(text(&A2A_VERSION), extensions)
+        .authenticated(request.extensions().get());
     call.traceparent = text(&TRACEPARENT).map(str::to_owned);
     call.last_generation = text(&A2A_LAST_GENERATION).map(str::to_owned);
     call
