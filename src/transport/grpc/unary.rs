@@ -182,10 +182,12 @@ fn answer<Resp: WireEncode>(response: tonic::Response<Resp>) -> http::Response<t
     let mut buf = BytesMut::with_capacity(ENCODE_BUFFER);
     buf.put_bytes(0, HEADER);
     message.encode_to(&mut buf);
-    let len = buf.len() - HEADER;
-    // Answers are far below 4 GiB: a task over the request limit is refused long before.
-    let prefix = u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes();
-    buf[1..HEADER].copy_from_slice(&prefix);
+    // A task is bounded by `--max-task-bytes`, far below the 4 GiB a prefix can announce;
+    // should one ever pass it, the caller hears so rather than a corrupt frame.
+    let Ok(len) = u32::try_from(buf.len() - HEADER) else {
+        return Status::resource_exhausted("the answer is too large for one gRPC message").into_http();
+    };
+    buf[1..HEADER].copy_from_slice(&len.to_be_bytes());
     let body = Answer { message: Some(buf.freeze()), trailers: true };
     let mut response = http::Response::new(tonic::body::Body::new(body));
     *response.headers_mut() = metadata.into_headers();
