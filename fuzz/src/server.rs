@@ -39,6 +39,9 @@ const STREAM_IDLE: Duration = Duration::from_millis(50);
 /// How long a unary response may take before it counts as a hang.
 const UNARY_PATIENCE: Duration = Duration::from_secs(10);
 
+/// The server's longest GetTask long-poll here.
+const LONG_POLL: Duration = Duration::from_millis(20);
+
 /// The most response bytes read (a bound on a runaway stream).
 const MAX_RESPONSE: usize = 16 << 20;
 
@@ -76,7 +79,14 @@ impl Harness {
         );
         let auth =
             Authenticator::new(toml::from_str(&auth).expect("the auth file parses")).expect("valid auth");
-        let settings = CoreSettings { extended_card: Some(DemoAgent::card()), ..CoreSettings::default() };
+        let settings = CoreSettings {
+            extended_card: Some(DemoAgent::card()),
+            // A GetTask naming a generation the task has not reached waits for it (A2A dev-1.1
+            // long-poll), 30 s by default: past libFuzzer's timeout, where the wait is by
+            // design. Kept short, its end is still exercised.
+            max_long_poll: LONG_POLL,
+            ..CoreSettings::default()
+        };
         let router = runtime
             .block_on(fuzzing::router(
                 Arc::new(QuickAgent),
