@@ -72,8 +72,9 @@ pub async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<
     Ok(buffer.freeze())
 }
 
-/// How tonic words its refusal of a message over `max_decoding_message_size`.
-const TONIC_TOO_LARGE: &str = "Error, decoded message length too large: found ";
+/// How tonic words its refusal of a message over `max_decoding_message_size` (and
+/// `grpc/unary.rs`, which frames SendMessage and GetTask itself, words it the same way).
+pub(crate) const TONIC_TOO_LARGE: &str = "Error, decoded message length too large: found ";
 
 /// A gRPC answer (also grpc-web's: tonic-web keeps a trailers-only status in the headers)
 /// with tonic's `OUT_OF_RANGE` for a request message over the limit replaced by the limit error,

@@ -29,6 +29,7 @@ use tonic::{Code, Status};
 
 use super::encode_once::{Admission, ENCODE_BUFFER, Limits, Served, WireEncode, decode_request};
 use crate::telemetry::RequestIds;
+use crate::transport::request_size::TONIC_TOO_LARGE;
 
 /// The length-prefixed message header: a flag byte and a big-endian `u32` length.
 const HEADER: usize = 5;
@@ -158,7 +159,7 @@ impl Framer {
         let len = header.get_u32() as usize;
         if len > self.limit {
             return Err(Status::out_of_range(format!(
-                "Error, decoded message length too large: found {len} bytes, the limit is: {} bytes",
+                "{TONIC_TOO_LARGE}{len} bytes, the limit is: {} bytes",
                 self.limit
             )));
         }
