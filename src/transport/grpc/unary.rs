@@ -90,6 +90,9 @@ where
 /// `grpc-encoding`, as a name made once (a `&str` lookup parses it every call).
 const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 
+/// `grpc-status`, made once for the same reason: every answer's trailers carry it.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
 /// A request compressed any way is refused: this server accepts no compression.
 fn refuse_compression(headers: &HeaderMap) -> Result<(), Status> {
     let Some(encoding) = headers.get(GRPC_ENCODING) else { return Ok(()) };
@@ -215,7 +218,7 @@ impl http_body::Body for Answer {
         }
         if std::mem::take(&mut self.trailers) {
             let mut trailers = HeaderMap::with_capacity(1);
-            trailers.insert("grpc-status", HeaderValue::from_static("0"));
+            trailers.insert(GRPC_STATUS, HeaderValue::from_static("0"));
             return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
         }
         Poll::Ready(None)
