@@ -7,7 +7,6 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::stream::{Ends, turn_stream};
-use super::tasks::trimmed;
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
 use crate::call::{CallContext, Owner};
@@ -16,6 +15,7 @@ use crate::proto::{
     Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
+use crate::task::encoded::EncodedTask;
 use crate::task::handle::{Answer, FollowUp, Started};
 use crate::task::log::TaskEvent;
 use crate::task::now;
@@ -24,12 +24,13 @@ use crate::task::registry::{Found, with_live};
 use crate::task::spawn::{StartingTask, start_task};
 
 /// What SendMessage answers, with the task shared rather than copied: the gRPC binding
-/// encodes it straight from the copy the actor and the store share.
+/// encodes it straight from the copy the actor and the store share, or copies the encoding
+/// the actor made of a finished task.
 pub enum SendOutcome {
     /// The agent's direct reply; no task exists.
     Message(Message),
     /// The task (trimmed to the requested history length).
-    Task(Arc<Task>),
+    Task(EncodedTask),
 }
 
 impl SendOutcome {
@@ -37,7 +38,7 @@ impl SendOutcome {
     pub fn into_response(self) -> SendMessageResponse {
         let payload = match self {
             Self::Message(message) => send_message_response::Payload::Message(message),
-            Self::Task(task) => send_message_response::Payload::Task(Arc::unwrap_or_clone(task)),
+            Self::Task(task) => send_message_response::Payload::Task(Arc::unwrap_or_clone(task.task)),
         };
         SendMessageResponse { payload: Some(payload) }
     }
@@ -73,10 +74,10 @@ impl Core {
         async move {
             let task = match begun?.0.started().await? {
                 Started::Message(message) => return Ok(SendOutcome::Message(message)),
-                Started::Turn(turn) => turn.subscription.snapshot,
+                Started::Turn(turn) => EncodedTask::plain(turn.subscription.snapshot),
                 Started::Settled(task) => task,
             };
-            Ok(SendOutcome::Task(trimmed(task, history_length)))
+            Ok(SendOutcome::Task(task.trimmed(history_length)))
         }
     }
 

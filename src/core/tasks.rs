@@ -9,7 +9,7 @@ use crate::proto::{CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTask
 use crate::task::fleet::TaskRef;
 use crate::task::registry::{Found, stored_task, with_live};
 use crate::task::store::{Cursor, TaskQuery};
-use crate::task::view::trim_history;
+use crate::task::view::{trim_history, trimmed};
 use crate::task::{is_terminal, state_of};
 
 impl Core {
@@ -149,12 +149,4 @@ impl Core {
         }
         stored_task(&self.env, owner, task_id).await
     }
-}
-
-/// The task with at most `history_length` messages of history, copied only if that cuts it.
-pub(super) fn trimmed(mut task: Arc<Task>, history_length: Option<i32>) -> Arc<Task> {
-    if history_length.is_some_and(|n| (n.max(0) as usize) < task.history.len()) {
-        trim_history(Arc::make_mut(&mut task), history_length);
-    }
-    task
 }

@@ -13,6 +13,7 @@ use super::mail::{Kind, Mail, Outcome, Reply, Request, TurnStart};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
+use crate::task::encoded::EncodedTask;
 use crate::task::fleet::{Forward, Forwarded};
 use crate::task::handle::{Answer, FollowUp, Started, Subscription, Turn};
 
@@ -109,7 +110,9 @@ impl Inner {
             (true, Outcome::Task(task)) => Forwarded::Canceled(Arc::new(task)),
             (true, Outcome::Error(error)) => return Err(error.into()),
             (true, _) => return Err(A2aError::Internal("a cancel was answered as a message".into())),
-            (false, Outcome::Task(task)) => Forwarded::Started(Ok(Started::Settled(Arc::new(task)))),
+            (false, Outcome::Task(task)) => {
+                Forwarded::Started(Ok(Started::Settled(EncodedTask::plain(Arc::new(task)))))
+            }
             (false, Outcome::Message(message)) => Forwarded::Started(Ok(Started::Message(message))),
             (false, Outcome::Error(error)) => Forwarded::Started(Err(error.into())),
             (false, Outcome::Turn(TurnStart { snapshot, seq })) => {
@@ -219,7 +222,7 @@ impl Inner {
                 seq: turn.subscription.feed.cursor(),
                 snapshot: Some(Task::clone(&turn.subscription.snapshot)),
             }),
-            Ok(Started::Settled(task)) => Outcome::Task(Arc::unwrap_or_clone(task)),
+            Ok(Started::Settled(settled)) => Outcome::Task(Arc::unwrap_or_clone(settled.task)),
             Ok(Started::Message(message)) => Outcome::Message(message),
             Err(error) => Outcome::Error((&error).into()),
         })

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::encoded::EncodedTask;
 use super::log::Feed;
 use crate::agent::AgentEvent;
 use crate::call::Owner;
@@ -104,8 +105,9 @@ pub enum Started {
     Message(Message),
     /// The task is live; follow it from here ([`Answer::Follow`]).
     Turn(Box<Turn>),
-    /// The task as the message's turn ended ([`Answer::Settle`]).
-    Settled(Arc<Task>),
+    /// The task as the message's turn ended ([`Answer::Settle`]), with its encoding when the
+    /// actor made one (a finished task's, shared with the store).
+    Settled(EncodedTask),
 }
 
 /// A cheap, cloneable reference to a live task's actor. Every method returns `None` when the

@@ -3,6 +3,7 @@
 //! task state.
 pub mod actor;
 pub mod budget;
+pub mod encoded;
 mod execution;
 pub mod fleet;
 pub mod handle;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::budget::Budget;
+use super::encoded::{EncodedTask, EncodingCache};
 use super::execution::Executions;
 use super::handle::{Command, Started, Subscription, TaskHandle};
 use super::journal::{Flushed, Journal, lost};
@@ -43,6 +44,8 @@ pub(super) struct TaskActor {
     /// The task as it is now. Shared (copy on write) with the store and with snapshots, so
     /// persisting and snapshotting cost a reference count, not a copy.
     task: Arc<Task>,
+    /// The finished task's encoding, made once for the store and a settled caller.
+    encoding: EncodingCache,
     handle: TaskHandle,
     rx: mpsc::Receiver<Command>,
     log: Arc<EventLog>,
@@ -81,6 +84,7 @@ impl TaskActor {
             journal: env.fleet.clone().map(Journal::new),
             message_pending: false,
             task,
+            encoding: EncodingCache::default(),
             handle,
             rx,
             executions,
@@ -259,6 +263,14 @@ impl TaskActor {
         }
     }
 
+    /// The task as it is now, with its encoding once it is finished: the store keeps a
+    /// finished task's bytes and a gRPC caller's answer carries them, so they are made once.
+    fn encoded_task(&mut self) -> EncodedTask {
+        let finished = is_terminal(state_of(self.task.status.as_ref()));
+        let proto = finished.then(|| self.encoding.of(&self.task));
+        EncodedTask { task: self.task.clone(), proto }
+    }
+
     async fn persist(&mut self) {
         if self.dirty == Dirty::Clean {
             return;
@@ -269,7 +281,8 @@ impl TaskActor {
             Some(false) => {}
             Some(true) | None => return,
         }
-        match self.env.store.save(&self.handle.owner, self.task.clone()).await {
+        let task = self.encoded_task();
+        match self.env.store.save(&self.handle.owner, task).await {
             Ok(()) => self.dirty = Dirty::Clean,
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")

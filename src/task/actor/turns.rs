@@ -121,14 +121,14 @@ impl TaskActor {
             && let Some(i) = self.settling.iter().position(|(e, _)| *e == exec)
         {
             let (_, reply) = self.settling.swap_remove(i);
-            let task = self.task.clone();
+            let task = self.encoded_task();
             self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));
         }
     }
 
     /// Answers every blocked caller with the task as it is now.
     pub(super) fn settle_all(&mut self) {
-        let task = self.task.clone();
+        let task = self.encoded_task();
         for (_, reply) in std::mem::take(&mut self.settling) {
             let task = task.clone();
             self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));

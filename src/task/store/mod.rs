@@ -14,6 +14,7 @@ use base64::Engine;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig, TaskState};
+use crate::task::encoded::EncodedTask;
 
 pub use memory::{MemoryStore, Retention};
 pub use push_configs::PushConfigLimits;
@@ -98,8 +99,10 @@ pub fn status_nanos(task: &Task) -> i128 {
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Inserts or replaces a task. The task comes shared: its actor keeps using it (and copies
-    /// it only when it changes again), so an in-memory store can keep it without a copy.
-    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError>;
+    /// it only when it changes again), so an in-memory store can keep it without a copy; and
+    /// with its protobuf encoding when the actor made one, which a store that keeps bytes
+    /// uses rather than encoding the task again.
+    async fn save(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError>;
     /// The task, if it exists and belongs to `owner`.
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError>;
     /// A page of `owner`'s tasks matching `query`.

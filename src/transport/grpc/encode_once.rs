@@ -30,6 +30,7 @@ use crate::call::CallContext;
 use crate::core::{Core, EventStream, SendOutcome};
 use crate::error::A2aError;
 use crate::proto::{GetTaskRequest, SendMessageRequest, SubscribeToTaskRequest, Task};
+use crate::task::encoded::EncodedTask;
 use crate::telemetry::RequestIds;
 use crate::transport::grpc::request_parts;
 
@@ -180,11 +181,20 @@ impl WireEncode for Arc<Task> {
     }
 }
 
-/// A `SendMessageResponse`: its `payload` oneof holds `task` (field 1) or `message` (2).
+/// A `SendMessageResponse`: its `payload` oneof holds `task` (field 1) or `message` (2). A
+/// task whose encoding the actor made (a finished one) is copied, not encoded again.
 impl WireEncode for SendOutcome {
     fn encode_to(&self, dst: &mut impl BufMut) {
+        use prost::encoding::{WireType, encode_key, encode_varint};
         match self {
-            SendOutcome::Task(task) => prost::encoding::message::encode(1, &**task, dst),
+            SendOutcome::Task(EncodedTask { proto: Some(bytes), .. }) => {
+                encode_key(1, WireType::LengthDelimited, dst);
+                encode_varint(bytes.len() as u64, dst);
+                dst.put_slice(bytes);
+            }
+            SendOutcome::Task(EncodedTask { task, proto: None }) => {
+                prost::encoding::message::encode(1, &**task, dst)
+            }
             SendOutcome::Message(message) => prost::encoding::message::encode(2, message, dst),
         }
     }
@@ -289,6 +299,7 @@ impl Admission for SubscribeToTaskRequest {}
 mod tests {
     use super::*;
     use crate::proto::{Message, SendMessageResponse, TaskStatus, send_message_response::Payload};
+    use crate::task::encoded::encode;
 
     fn encoded(item: impl WireEncode) -> Vec<u8> {
         let mut buf = Vec::new();
@@ -310,7 +321,10 @@ mod tests {
             |payload| prost::Message::encode_to_vec(&SendMessageResponse { payload: Some(payload) });
 
         let shared = Arc::new(task.clone());
-        assert_eq!(encoded(SendOutcome::Task(shared.clone())), as_response(Payload::Task(task.clone())));
+        let plain = EncodedTask::plain(shared.clone());
+        assert_eq!(encoded(SendOutcome::Task(plain)), as_response(Payload::Task(task.clone())));
+        let with_bytes = EncodedTask { task: shared.clone(), proto: Some(encode(&task)) };
+        assert_eq!(encoded(SendOutcome::Task(with_bytes)), as_response(Payload::Task(task.clone())));
         assert_eq!(encoded(SendOutcome::Message(message.clone())), as_response(Payload::Message(message)));
         assert_eq!(encoded(shared), prost::Message::encode_to_vec(&task));
     }

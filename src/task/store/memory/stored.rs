@@ -27,16 +27,6 @@ pub(super) enum Stored {
 }
 
 impl Stored {
-    /// A finished task packed; its length is what retention counts. Encoded without measuring
-    /// first: measuring walks the whole task again (prost measures every nested message as it
-    /// encodes it anyway), and a task is bounded by `--max-task-bytes`, so a buffer grown as
-    /// it goes costs at most a few copies of a small one.
-    pub(super) fn pack(task: &Task) -> Bytes {
-        let mut buf = Vec::with_capacity(PACK_BUFFER);
-        task.encode_raw(&mut buf);
-        Bytes::from(buf)
-    }
-
     /// The task as a shared value, decoding a packed one.
     pub(super) fn task(self) -> Result<Arc<Task>, A2aError> {
         match self {
@@ -56,9 +46,6 @@ impl Stored {
         }
     }
 }
-
-/// What a packing starts with: a typical finished task fits.
-const PACK_BUFFER: usize = 512;
 
 /// `Task.artifacts`' field number (`lf.a2a.v1.Task`).
 const ARTIFACTS_FIELD: u32 = 4;
@@ -81,7 +68,7 @@ fn unpack_without_artifacts(mut buf: Bytes) -> Result<Task, A2aError> {
     Ok(task)
 }
 
-/// Decodes what [`Stored::pack`] encoded.
+/// Decodes a packed task (`crate::task::encoded::encode`).
 fn unpack(bytes: Bytes) -> Result<Task, A2aError> {
     Task::decode(bytes).map_err(corrupt)
 }
@@ -107,7 +94,7 @@ mod tests {
             metadata: Some(pbjson_types::Struct::default()),
             generation: 3,
         };
-        let bytes = Stored::pack(&task);
+        let bytes = crate::task::encoded::encode(&task);
         assert_eq!(bytes.len(), task.encoded_len());
         let packed = Stored::Packed(bytes);
         assert_eq!(*packed.clone().task().unwrap(), task);

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use prost::Message;
 
 pub use conn::Timeouts;
@@ -48,6 +49,7 @@ use super::{PushConfigLimits, Retention, TaskPage, TaskQuery, TaskStore, status_
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
+use crate::task::encoded::EncodedTask;
 use crate::task::{is_terminal, state_of};
 
 /// How a [`RedisStore`] is set up.
@@ -232,11 +234,12 @@ impl RedisStore {
         }
     }
 
-    /// The arguments every task-writing script shares: task bytes, owner, finished, now, ttl.
-    fn write_args(&self, task: &Task, oid: &str) -> (Vec<u8>, String, u8, u64, u64) {
+    /// The arguments every task-writing script shares: task bytes (`encoded`, when the actor
+    /// made them), owner, finished, now, ttl.
+    fn write_args(&self, task: &Task, encoded: Option<Bytes>, oid: &str) -> (Vec<u8>, String, u8, u64, u64) {
         let finished = is_terminal(state_of(task.status.as_ref()));
         (
-            task.encode_to_vec(),
+            encoded.map_or_else(|| task.encode_to_vec(), Vec::from),
             oid.to_owned(),
             finished as u8,
             now_ms(),
@@ -247,9 +250,10 @@ impl RedisStore {
 
 #[async_trait]
 impl TaskStore for RedisStore {
-    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
+    async fn save(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError> {
         let oid = owner_id(owner);
-        let (bytes, owner_arg, finished, now, ttl) = self.write_args(&task, &oid);
+        let EncodedTask { task, proto } = task;
+        let (bytes, owner_arg, finished, now, ttl) = self.write_args(&task, proto, &oid);
         let mut save = scripts::SAVE.prepare_invoke();
         save.key(self.keys.task(&task.id)).key(self.keys.events(&task.id)).key(self.keys.push(&task.id));
         save.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);

@@ -61,7 +61,7 @@ impl RedisStore {
         lease: &str,
         reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, oid);
+        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, None, oid);
         let single = !self.redis.is_cluster();
         let mut write =
             if single { scripts::WRITE.prepare_invoke() } else { scripts::APPEND_BATCH.prepare_invoke() };
