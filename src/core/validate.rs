@@ -27,10 +27,11 @@ impl Violations {
     }
 
     /// A NaN or an infinity, which protobuf can carry but JSON cannot: accepted over gRPC, it
-    /// would make the task unreadable on every JSON binding (found by fuzzing).
-    pub fn finite_struct(&mut self, field: &str, value: Option<&Struct>) {
+    /// would make the task unreadable on every JSON binding (found by fuzzing). The field's
+    /// name is made only for a violation: a part's is formatted, on every message otherwise.
+    pub fn finite_struct<F: Into<String>>(&mut self, field: impl FnOnce() -> F, value: Option<&Struct>) {
         if value.is_some_and(|s| s.fields.values().any(non_finite)) {
-            self.add(field, "must not hold NaN or an infinity");
+            self.add(field(), "must not hold NaN or an infinity");
         }
     }
 
@@ -131,7 +132,7 @@ pub(crate) fn send_message(request: &SendMessageRequest) -> Result<(), A2aError>
     if let Some(configuration) = &request.configuration {
         v.non_negative("configuration.historyLength", configuration.history_length);
     }
-    v.finite_struct("metadata", request.metadata.as_ref());
+    v.finite_struct(|| "metadata", request.metadata.as_ref());
     v.into_result()
 }
 
@@ -162,12 +163,12 @@ fn check_message(v: &mut Violations, message: &Message) {
     if message.parts.is_empty() {
         v.add("message.parts", "must hold at least one part");
     }
-    v.finite_struct("message.metadata", message.metadata.as_ref());
+    v.finite_struct(|| "message.metadata", message.metadata.as_ref());
     for (i, part) in message.parts.iter().enumerate() {
         if part.content.is_none() {
             v.add(format!("message.parts[{i}]"), "must have one of text, raw, url or data");
         }
-        v.finite_struct(&format!("message.parts[{i}].metadata"), part.metadata.as_ref());
+        v.finite_struct(|| format!("message.parts[{i}].metadata"), part.metadata.as_ref());
         if let Some(part::Content::Data(data)) = &part.content
             && non_finite(data)
         {
