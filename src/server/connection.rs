@@ -71,10 +71,8 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<()>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let local = stream.local_addr().ok();
     let Some(tls) = &shared.tls else {
-        return run(&shared, shared.guard(stream), Peer { local, remote: peer, certificate: None }, stop)
-            .await;
+        return run(&shared, shared.guard(stream), Peer { certificate: None }, stop).await;
     };
     let handshake = tokio::time::timeout(tls.settings().handshake_timeout, tls.acceptor().accept(stream));
     let stream = tokio::select! {
@@ -86,13 +84,12 @@ pub(super) async fn serve(
         _ = stop.changed() => return,
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
-    run(&shared, shared.guard(stream), Peer { local, remote: peer, certificate }, stop).await;
+    run(&shared, shared.guard(stream), Peer { certificate }, stop).await;
 }
 
-/// Who is at the other end of a connection.
+/// Who is at the other end of a connection, as far as its requests need to know.
 pub(super) struct Peer {
-    pub(super) local: Option<SocketAddr>,
-    pub(super) remote: SocketAddr,
+    /// The client certificate TLS verified, a credential for the auth layer.
     pub(super) certificate: Option<Arc<ClientCertificate>>,
 }
 

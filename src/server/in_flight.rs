@@ -16,7 +16,6 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
-use tonic::transport::server::TcpConnectInfo;
 use tower::ServiceExt;
 
 use super::connection::{Peer, Routes};
@@ -71,8 +70,7 @@ impl Drop for InFlightGuard {
 }
 
 /// The routes as one connection serves them: each request counted in flight, given the
-/// connection's peer (tonic's `TcpConnectInfo`, and the verified client certificate for the
-/// auth layer), and its body a deadline; then the router, or for a plain gRPC call to the A2A
+/// connection's verified client certificate (for the auth layer), and its body a deadline; then the router, or for a plain gRPC call to the A2A
 /// service that service directly (see `direct_grpc.rs`).
 #[derive(Clone)]
 pub(super) struct InFlight {
@@ -105,8 +103,9 @@ impl tower::Service<Request<Incoming>> for InFlight {
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let guard = self.activity.start();
         let (mut head, body) = request.into_parts();
-        head.extensions
-            .insert(TcpConnectInfo { local_addr: self.peer.local, remote_addr: Some(self.peer.remote) });
+        // Only what a reader needs goes into the extensions: their map and its entry are
+        // allocated on the first insert (tonic's `TcpConnectInfo` went in here too; nothing
+        // read it, and it cost three allocations a call).
         if let Some(certificate) = &self.peer.certificate {
             head.extensions.insert(certificate.clone());
         }
