@@ -21,7 +21,7 @@ struct BigThenSmall;
 impl AgentExecutor for BigThenSmall {
     async fn execute(&self, _ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
         let _ = events.working(None).await;
-        let _ = events.artifact(text_artifact("big", "big", &"x".repeat(MIB))).await;
+        let _ = events.artifact(text_artifact("big", "big", "x".repeat(MIB))).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         for i in 0..10 {
             let _ = events.working(Some(&format!("step {i}"))).await;

@@ -31,7 +31,7 @@ impl AgentExecutor for AskThenAnswer {
             let _ = events.input_required(Some("and?")).await;
             return Ok(());
         }
-        let parts = (0..PARTS).map(|i| text_part(&i.to_string())).collect();
+        let parts = (0..PARTS).map(|i| text_part(i.to_string())).collect();
         let artifact = Artifact { artifact_id: "answer".into(), parts, ..Default::default() };
         let _ = events.artifact(artifact).await;
         let _ = events.complete(None).await;

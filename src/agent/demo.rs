@@ -120,7 +120,7 @@ fn tck_behaviour(message_id: &str) -> Option<Tck> {
         .map(|(_, tck)| *tck)
 }
 
-fn parse(message_id: &str, text: &str) -> Behaviour {
+fn parse(message_id: &str, text: String) -> Behaviour {
     if let Some(tck) = tck_behaviour(message_id) {
         return Behaviour::Tck(tck, message_id.to_owned());
     }
@@ -139,7 +139,7 @@ fn parse(message_id: &str, text: &str) -> Behaviour {
         Some("fail") if words.next().is_none() => Behaviour::Fail,
         Some("reject") if words.next().is_none() => Behaviour::Reject,
         Some("message") => Behaviour::Reply(trimmed["message".len()..].trim().to_owned()),
-        _ => Behaviour::Echo(text.to_owned()),
+        _ => Behaviour::Echo(text),
     }
 }
 
@@ -156,7 +156,7 @@ impl AgentExecutor for DemoAgent {
         'life0: 'async_trait,
         Self: 'async_trait,
     {
-        let behaviour = parse(&ctx.message.message_id, &ctx.text());
+        let behaviour = parse(&ctx.message.message_id, ctx.text());
         let behaviour = if ctx.new_task { Some(behaviour) } else { follow_up(&ctx, behaviour) };
         Box::pin(async move {
             match behaviour {
@@ -198,7 +198,7 @@ async fn run(behaviour: Behaviour, events: &EventSink) -> Result<(), A2aError> {
         Behaviour::Reject => events.reject(Some("The demo agent rejected the task, as asked.")).await?,
         Behaviour::Reply(text) => events.reply(&text).await?,
         Behaviour::Echo(text) => {
-            events.artifact(text_artifact("echo", "echo", &text)).await?;
+            events.artifact(text_artifact("echo", "echo", text)).await?;
             events.complete(None).await?;
         }
         Behaviour::Tck(tck, message_id) => run_tck(tck, &message_id, events).await?,
@@ -215,7 +215,7 @@ async fn stream(events: &EventSink, chunks: u64, delay_ms: u64, wait_ms: u64) ->
         if i > 0 && delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         }
-        let chunk = text_artifact("stream", "stream", &format!("chunk {i}"));
+        let chunk = text_artifact("stream", "stream", format!("chunk {i}"));
         events.artifact_chunk(chunk, i > 0, i + 1 == chunks).await?;
     }
     events.complete(None).await?;
@@ -295,12 +295,18 @@ mod tests {
 
     #[test]
     fn parses_commands() {
-        assert_eq!(parse("m", "stream 3 10"), Behaviour::Stream { chunks: 3, delay_ms: 10, wait_ms: 0 });
-        assert_eq!(parse("m", "stream 3 0 50"), Behaviour::Stream { chunks: 3, delay_ms: 0, wait_ms: 50 });
-        assert_eq!(parse("m", "input"), Behaviour::Input);
-        assert_eq!(parse("m", "message hi there"), Behaviour::Reply("hi there".into()));
-        assert_eq!(parse("m", "hello"), Behaviour::Echo("hello".into()));
-        assert_eq!(parse("m", "input please"), Behaviour::Echo("input please".into()));
+        assert_eq!(
+            parse("m", "stream 3 10".into()),
+            Behaviour::Stream { chunks: 3, delay_ms: 10, wait_ms: 0 }
+        );
+        assert_eq!(
+            parse("m", "stream 3 0 50".into()),
+            Behaviour::Stream { chunks: 3, delay_ms: 0, wait_ms: 50 }
+        );
+        assert_eq!(parse("m", "input".into()), Behaviour::Input);
+        assert_eq!(parse("m", "message hi there".into()), Behaviour::Reply("hi there".into()));
+        assert_eq!(parse("m", "hello".into()), Behaviour::Echo("hello".into()));
+        assert_eq!(parse("m", "input please".into()), Behaviour::Echo("input please".into()));
     }
 
     #[test]
@@ -310,7 +316,7 @@ mod tests {
         assert_eq!(tck_behaviour("tck-whatever"), Some(Tck::Unhandled));
         assert_eq!(tck_behaviour("m-1"), None);
         assert_eq!(
-            parse("tck-stream-001", "input"),
+            parse("tck-stream-001", "input".into()),
             Behaviour::Tck(Tck::Stream("Stream hello from TCK"), "tck-stream-001".into())
         );
     }

@@ -187,7 +187,7 @@ impl From<SinkClosed> for A2aError {
 /// async fn stream_lines(events: &EventSink, lines: &[&str]) -> Result<(), SinkClosed> {
 ///     events.working(None).await?;
 ///     for (i, line) in lines.iter().enumerate() {
-///         let chunk = text_artifact("lines", "lines", line);
+///         let chunk = text_artifact("lines", "lines", *line);
 ///         // The first chunk creates the artifact; later ones append to it.
 ///         events.artifact_chunk(chunk, i > 0, i + 1 == lines.len()).await?;
 ///     }
@@ -322,12 +322,12 @@ impl EventSink {
 }
 
 /// A part holding `text`.
-pub fn text_part(text: &str) -> Part {
-    Part { content: Some(part::Content::Text(text.to_owned())), ..Default::default() }
+pub fn text_part(text: impl Into<String>) -> Part {
+    Part { content: Some(part::Content::Text(text.into())), ..Default::default() }
 }
 
-/// An artifact with one text part.
-pub fn text_artifact(artifact_id: &str, name: &str, text: &str) -> Artifact {
+/// An artifact with one text part (an owned `text` moves in, a borrowed one is copied).
+pub fn text_artifact(artifact_id: &str, name: &str, text: impl Into<String>) -> Artifact {
     Artifact {
         artifact_id: artifact_id.to_owned(),
         name: name.to_owned(),
@@ -338,13 +338,35 @@ pub fn text_artifact(artifact_id: &str, name: &str, text: &str) -> Artifact {
 
 /// The text parts of a message, joined with newlines.
 pub fn message_text(message: &Message) -> String {
-    let texts: Vec<&str> = message
-        .parts
-        .iter()
-        .filter_map(|p| match &p.content {
+    let texts = || {
+        message.parts.iter().filter_map(|p| match &p.content {
             Some(part::Content::Text(t)) => Some(t.as_str()),
             _ => None,
         })
-        .collect();
-    texts.join("\n")
+    };
+    // Written straight into one string of the right size (no list of the parts first).
+    let size = texts().map(|t| t.len() + 1).sum::<usize>().saturating_sub(1);
+    let mut joined = String::with_capacity(size);
+    for (i, text) in texts().enumerate() {
+        if i > 0 {
+            joined.push('\n');
+        }
+        joined.push_str(text);
+    }
+    joined
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_text_joins_the_text_parts_with_newlines() {
+        let data = Part { content: Some(part::Content::Raw(vec![1, 2])), ..Default::default() };
+        let message = |parts: Vec<Part>| message_text(&Message { parts, ..Default::default() });
+        assert_eq!(message(vec![]), "");
+        assert_eq!(message(vec![data.clone()]), "");
+        assert_eq!(message(vec![text_part("one")]), "one");
+        assert_eq!(message(vec![text_part("a"), data, text_part(""), text_part("b")]), "a\n\nb");
+    }
 }
