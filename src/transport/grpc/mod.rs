@@ -17,7 +17,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tonic::codegen::http::{self, HeaderName};
+use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
@@ -81,14 +81,32 @@ struct GrpcBinding {
 
 /// Service parameters travel as metadata with lowercased names (spec §10.2); the auth layer's
 /// outcome travels in the request's extensions.
+///
+/// One pass over the request's few headers finds all four: a lookup by name hashes the name
+/// and probes the map, and four of them cost several times the walk. As a lookup would, the
+/// first value of a name counts, and every value of `A2A-Extensions`.
 fn call_context<T>(request: &Request<T>) -> CallContext {
     let headers: &http::HeaderMap = request.metadata().as_ref();
-    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    let extensions = headers.get_all(A2A_EXTENSIONS).into_iter().filter_map(|v| v.to_str().ok());
-    let mut call = CallContext::from_parameters(text(&A2A_VERSION), extensions)
-        .authenticated(request.extensions().get());
-    call.traceparent = text(&TRACEPARENT).map(str::to_owned);
-    call.last_generation = text(&A2A_LAST_GENERATION).map(str::to_owned);
+    let (mut version, mut traceparent, mut last_generation) = (None, None, None);
+    let mut extensions = Vec::new();
+    for (name, value) in headers {
+        let Ok(value) = value.to_str() else { continue };
+        let slot = match name {
+            name if name == A2A_EXTENSIONS => {
+                extensions.push(value);
+                continue;
+            }
+            name if name == A2A_VERSION => &mut version,
+            name if name == TRACEPARENT => &mut traceparent,
+            name if name == A2A_LAST_GENERATION => &mut last_generation,
+            _ => continue,
+        };
+        slot.get_or_insert(value);
+    }
+    let mut call =
+        CallContext::from_parameters(version, extensions).authenticated(request.extensions().get());
+    call.traceparent = traceparent.map(str::to_owned);
+    call.last_generation = last_generation.map(str::to_owned);
     call
 }
 
@@ -110,5 +128,36 @@ impl GrpcBinding {
         let core = self.core.clone();
         let result = observe("grpc", method, call, request.into_inner(), |r, call| run(core, call, r));
         async move { result.await.map(Response::new).map_err(Status::from) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::metadata::{MetadataMap, MetadataValue};
+
+    use super::*;
+
+    /// The one pass finds what lookups by name would: the first value of a parameter, every
+    /// value of `A2A-Extensions`, and nothing from a value that is not text.
+    #[test]
+    fn the_call_context_holds_the_service_parameters() {
+        let mut metadata = MetadataMap::new();
+        metadata.insert("content-type", MetadataValue::from_static("application/grpc"));
+        metadata.append("a2a-version", MetadataValue::from_static("1.0"));
+        metadata.append("a2a-version", MetadataValue::from_static("0.3"));
+        metadata.append("a2a-extensions", MetadataValue::from_static("https://a, https://b"));
+        metadata.append("a2a-extensions", MetadataValue::try_from(&b"\xffbad"[..]).unwrap());
+        metadata.append("a2a-extensions", MetadataValue::from_static("https://c"));
+        metadata.insert("traceparent", MetadataValue::from_static("00-abc-def-01"));
+        metadata.insert("a2a-last-generation", MetadataValue::from_static("7"));
+        let call = call_context(&Request::from_parts(metadata, Default::default(), ()));
+        assert_eq!(call.version.as_deref(), Some("1.0"));
+        assert_eq!(call.extensions, ["https://a", "https://b", "https://c"]);
+        assert_eq!(call.traceparent.as_deref(), Some("00-abc-def-01"));
+        assert_eq!(call.last_generation.as_deref(), Some("7"));
+
+        let none = call_context(&Request::new(()));
+        assert_eq!((none.version, none.traceparent, none.last_generation), (None, None, None));
+        assert!(none.extensions.is_empty());
     }
 }
