@@ -128,6 +128,10 @@ impl TaskActor {
 
     /// Answers every blocked caller with the task as it is now.
     pub(super) fn settle_all(&mut self) {
+        if self.settling.is_empty() {
+            // Nobody to answer: no encoding made for nobody (a fleet's journal writes its own).
+            return;
+        }
         let task = self.encoded_task();
         for (_, reply) in std::mem::take(&mut self.settling) {
             let task = task.clone();

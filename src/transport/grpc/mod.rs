@@ -83,17 +83,17 @@ struct GrpcBinding {
 /// outcome travels in the request's extensions.
 ///
 /// One pass over the request's few headers finds all four: a lookup by name hashes the name
-/// and probes the map, and four of them cost several times the walk. As a lookup would, the
-/// first value of a name counts, and every value of `A2A-Extensions`.
+/// and probes the map, and four of them cost several times the walk. As a lookup would (and
+/// as the HTTP bindings read them), the first value of a name counts, absent when it is not
+/// text, and every textual value of `A2A-Extensions`.
 fn call_context<T>(request: &Request<T>) -> CallContext {
     let headers: &http::HeaderMap = request.metadata().as_ref();
     let (mut version, mut traceparent, mut last_generation) = (None, None, None);
     let mut extensions = Vec::new();
     for (name, value) in headers {
-        let Ok(value) = value.to_str() else { continue };
         let slot = match name {
             name if name == A2A_EXTENSIONS => {
-                extensions.push(value);
+                extensions.extend(value.to_str().ok());
                 continue;
             }
             name if name == A2A_VERSION => &mut version,
@@ -101,12 +101,13 @@ fn call_context<T>(request: &Request<T>) -> CallContext {
             name if name == A2A_LAST_GENERATION => &mut last_generation,
             _ => continue,
         };
-        slot.get_or_insert(value);
+        slot.get_or_insert(value.to_str().ok());
     }
+    let text = Option::flatten;
     let mut call =
-        CallContext::from_parameters(version, extensions).authenticated(request.extensions().get());
-    call.traceparent = traceparent.map(str::to_owned);
-    call.last_generation = last_generation.map(str::to_owned);
+        CallContext::from_parameters(text(version), extensions).authenticated(request.extensions().get());
+    call.traceparent = text(traceparent).map(str::to_owned);
+    call.last_generation = text(last_generation).map(str::to_owned);
     call
 }
 
@@ -155,6 +156,12 @@ mod tests {
         assert_eq!(call.extensions, ["https://a", "https://b", "https://c"]);
         assert_eq!(call.traceparent.as_deref(), Some("00-abc-def-01"));
         assert_eq!(call.last_generation.as_deref(), Some("7"));
+
+        let mut not_text_first = MetadataMap::new();
+        not_text_first.append("a2a-version", MetadataValue::try_from(&b"\xff"[..]).unwrap());
+        not_text_first.append("a2a-version", MetadataValue::from_static("1.0"));
+        let call = call_context(&Request::from_parts(not_text_first, Default::default(), ()));
+        assert_eq!(call.version, None, "the first value counts, as a lookup by name has it");
 
         let none = call_context(&Request::new(()));
         assert_eq!((none.version, none.traceparent, none.last_generation), (None, None, None));
