@@ -232,7 +232,7 @@ async fn redis_down_is_unavailable_and_recovers_after_restart() {
     let timeouts = Timeouts { connect: Duration::from_millis(500), command: Duration::from_millis(500) };
     let store = redis_store(&server.url(), Retention::default(), timeouts).await;
     let alice = owner("alice");
-    store.save(&alice, task("t", "c", TaskState::Working, 1).into()).await.unwrap();
+    store.save(&alice, task("t", "c", TaskState::Working, 1)).await.unwrap();
 
     server.stop();
     let started = Instant::now();
@@ -249,9 +249,7 @@ async fn redis_down_is_unavailable_and_recovers_after_restart() {
     server.restart();
     let deadline = Instant::now() + BOUND;
     loop {
-        match tokio::time::timeout(BOUND, store.save(&alice, task("t2", "c", TaskState::Working, 2).into()))
-            .await
-        {
+        match tokio::time::timeout(BOUND, store.save(&alice, task("t2", "c", TaskState::Working, 2))).await {
             Ok(Ok(())) => break,
             _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
             other => panic!("no recovery after the restart: {other:?}"),

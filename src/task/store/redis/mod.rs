@@ -236,10 +236,10 @@ impl RedisStore {
 
     /// The arguments every task-writing script shares: task bytes (`encoded`, when the actor
     /// made them), owner, finished, now, ttl.
-    fn write_args(&self, task: &Task, encoded: Option<Bytes>, oid: &str) -> (Vec<u8>, String, u8, u64, u64) {
+    fn write_args(&self, task: &Task, encoded: Option<Bytes>, oid: &str) -> (Bytes, String, u8, u64, u64) {
         let finished = is_terminal(state_of(task.status.as_ref()));
         (
-            encoded.map_or_else(|| task.encode_to_vec(), Vec::from),
+            encoded.unwrap_or_else(|| crate::task::encoded::encode(task)),
             oid.to_owned(),
             finished as u8,
             now_ms(),
@@ -250,13 +250,17 @@ impl RedisStore {
 
 #[async_trait]
 impl TaskStore for RedisStore {
-    async fn save(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError> {
+    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
+        self.save_encoded(owner, EncodedTask::plain(task)).await
+    }
+
+    async fn save_encoded(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError> {
         let oid = owner_id(owner);
-        let EncodedTask { task, proto } = task;
+        let (task, proto) = task.into_parts();
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(&task, proto, &oid);
         let mut save = scripts::SAVE.prepare_invoke();
         save.key(self.keys.task(&task.id)).key(self.keys.events(&task.id)).key(self.keys.push(&task.id));
-        save.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
+        save.arg(&bytes[..]).arg(owner_arg).arg(finished).arg(now).arg(ttl);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         let reply: Vec<String> = self.redis.run("save", limit, save.invoke_async(&mut conn)).await?;

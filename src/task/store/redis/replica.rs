@@ -70,7 +70,7 @@ impl RedisStore {
             .key(self.keys.events(&task.id))
             .key(self.keys.push(&task.id))
             .key(self.keys.lease(&task.id));
-        write.arg(bytes).arg(owner_arg).arg(finished).arg(now).arg(ttl);
+        write.arg(&bytes[..]).arg(owner_arg).arg(finished).arg(now).arg(ttl);
         write.arg(first_seq).arg(bounds.max_events.max(1)).arg(lease);
         if single {
             // The rest of the write in the same step: the index move and the retention note.
