@@ -73,7 +73,7 @@ async fn round(args: &Args, owner: &Owner) -> [f64; 5] {
     let tasks: Vec<Arc<Task>> = (0..args.saves).map(|_| echo_task()).collect();
     let start = Instant::now();
     for task in tasks {
-        one.save(owner, task.into()).await.expect("a memory save");
+        one.save(owner, task).await.expect("a memory save");
     }
     let single = per(start.elapsed(), args.saves);
 
@@ -89,7 +89,7 @@ async fn round(args: &Args, owner: &Owner) -> [f64; 5] {
                 let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
                 runtime.block_on(async {
                     for task in half {
-                        store.save(&owner, task.into()).await.expect("a memory save");
+                        store.save(&owner, task).await.expect("a memory save");
                     }
                 })
             })
@@ -122,7 +122,7 @@ async fn round(args: &Args, owner: &Owner) -> [f64; 5] {
 async fn full_store(args: &Args, owner: &Owner) -> MemoryStore {
     let store = MemoryStore::new(Retention { max_finished: args.kept, ..Retention::default() });
     for _ in 0..args.kept {
-        store.save(owner, echo_task().into()).await.expect("a memory save");
+        store.save(owner, echo_task()).await.expect("a memory save");
     }
     store
 }

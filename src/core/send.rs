@@ -38,7 +38,9 @@ impl SendOutcome {
     pub fn into_response(self) -> SendMessageResponse {
         let payload = match self {
             Self::Message(message) => send_message_response::Payload::Message(message),
-            Self::Task(task) => send_message_response::Payload::Task(Arc::unwrap_or_clone(task.task)),
+            Self::Task(task) => {
+                send_message_response::Payload::Task(Arc::unwrap_or_clone(task.into_parts().0))
+            }
         };
         SendMessageResponse { payload: Some(payload) }
     }

@@ -222,7 +222,7 @@ impl Inner {
                 seq: turn.subscription.feed.cursor(),
                 snapshot: Some(Task::clone(&turn.subscription.snapshot)),
             }),
-            Ok(Started::Settled(settled)) => Outcome::Task(Arc::unwrap_or_clone(settled.task)),
+            Ok(Started::Settled(settled)) => Outcome::Task(Arc::unwrap_or_clone(settled.into_parts().0)),
             Ok(Started::Message(message)) => Outcome::Message(message),
             Err(error) => Outcome::Error((&error).into()),
         })

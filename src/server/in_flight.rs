@@ -70,8 +70,9 @@ impl Drop for InFlightGuard {
 }
 
 /// The routes as one connection serves them: each request counted in flight, given the
-/// connection's verified client certificate (for the auth layer), and its body a deadline; then the router, or for a plain gRPC call to the A2A
-/// service that service directly (see `direct_grpc.rs`).
+/// connection's verified client certificate (for the auth layer) and its body a deadline;
+/// then the router, or for a plain gRPC call to the A2A service that service directly (see
+/// `direct_grpc.rs`).
 #[derive(Clone)]
 pub(super) struct InFlight {
     routes: Routes,

@@ -14,20 +14,39 @@ use prost::Message as _;
 use super::view;
 use crate::proto::Task;
 
-/// A task version, with its encoding when one was made for it.
+/// A task version, with its encoding when one was made for it. The fields are private so
+/// that the bytes are always exactly the task's encoding: readers trust them.
 #[derive(Clone, Debug)]
 pub struct EncodedTask {
-    /// The task.
-    pub task: Arc<Task>,
-    /// Exactly `task`'s protobuf encoding (`None`: not made). Whoever changes the task must
-    /// drop these bytes; [`EncodedTask::trimmed`] does.
-    pub proto: Option<Bytes>,
+    task: Arc<Task>,
+    proto: Option<Bytes>,
 }
 
 impl EncodedTask {
     /// A task without its encoding.
     pub fn plain(task: Arc<Task>) -> Self {
         Self { task, proto: None }
+    }
+
+    /// A task with its encoding, made now.
+    pub fn encoded(task: Arc<Task>) -> Self {
+        let proto = Some(encode(&task));
+        Self { task, proto }
+    }
+
+    /// The task.
+    pub fn task(&self) -> &Arc<Task> {
+        &self.task
+    }
+
+    /// The task's protobuf encoding, if it was made.
+    pub fn proto(&self) -> Option<&Bytes> {
+        self.proto.as_ref()
+    }
+
+    /// The task and its encoding, if made.
+    pub fn into_parts(self) -> (Arc<Task>, Option<Bytes>) {
+        (self.task, self.proto)
     }
 
     /// The task with its history trimmed to `history_length` messages; the encoding goes
@@ -45,13 +64,13 @@ impl EncodedTask {
 /// bounded by `--max-task-bytes`, so a buffer grown as it goes costs at most a few copies of a
 /// small one.
 pub fn encode(task: &Task) -> Bytes {
-    let mut buf = Vec::with_capacity(ENCODE_BUFFER);
+    let mut buf = Vec::with_capacity(TASK_ENCODE_BUFFER);
     task.encode_raw(&mut buf);
     Bytes::from(buf)
 }
 
 /// What an encoding starts with: a typical finished task fits.
-const ENCODE_BUFFER: usize = 512;
+const TASK_ENCODE_BUFFER: usize = 512;
 
 /// The encoding of one task version, kept by its actor so that the version is encoded at
 /// most once however many want its bytes.
@@ -69,17 +88,15 @@ impl EncodingCache {
         bytes
     }
 
+    /// `task` with its encoding (see [`Self::of`]).
+    pub(super) fn encoded(&mut self, task: &Arc<Task>) -> EncodedTask {
+        EncodedTask { task: task.clone(), proto: Some(self.of(task)) }
+    }
+
     /// `task`'s encoding if this very version (the same allocation: versions are never
     /// changed in place while shared) was encoded.
     pub(super) fn made(&self, task: &Arc<Task>) -> Option<Bytes> {
         self.0.as_ref().filter(|(encoded, _)| Arc::ptr_eq(encoded, task)).map(|(_, bytes)| bytes.clone())
-    }
-}
-
-/// A task whose encoding is not made yet.
-impl From<Arc<Task>> for EncodedTask {
-    fn from(task: Arc<Task>) -> Self {
-        Self::plain(task)
     }
 }
 
@@ -109,12 +126,13 @@ mod tests {
 
     #[test]
     fn trimming_drops_the_encoding_only_when_it_changes_the_task() {
-        let full = EncodedTask { proto: Some(encode(&task(3))), task: task(3) };
-        assert!(full.clone().trimmed(None).proto.is_some());
-        assert!(full.clone().trimmed(Some(3)).proto.is_some());
+        let full = EncodedTask::encoded(task(3));
+        assert_eq!(full.proto().unwrap(), &task(3).encode_to_vec());
+        assert!(full.clone().trimmed(None).proto().is_some());
+        assert!(full.clone().trimmed(Some(3)).proto().is_some());
         let trimmed = full.trimmed(Some(1));
-        assert_eq!(trimmed.proto, None);
-        assert_eq!(trimmed.task.history.len(), 1);
-        assert_eq!(trimmed.task.history[0].message_id, "m2", "the most recent message is kept");
+        assert_eq!(trimmed.proto(), None);
+        assert_eq!(trimmed.task().history.len(), 1);
+        assert_eq!(trimmed.task().history[0].message_id, "m2", "the most recent message is kept");
     }
 }

@@ -12,7 +12,7 @@ use a2a_server::call::Owner;
 use prost::Message as _;
 
 use a2a_server::proto::{Artifact, Part, Task, TaskPushNotificationConfig, TaskState, TaskStatus, part};
-use a2a_server::task::encoded::{EncodedTask, encode};
+use a2a_server::task::encoded::EncodedTask;
 use a2a_server::task::store::{Cursor, PushConfigLimits, Retention, TaskQuery, TaskStore};
 
 /// A task of `context` in `state`, its status stamped `secs` after an arbitrary epoch.
@@ -117,9 +117,9 @@ async fn every_page(
 async fn save_and_get(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     assert!(store.get(&alice, "t1").await.unwrap().is_none());
-    store.save(&alice, task("t1", "c", TaskState::Working, 1).into()).await.unwrap();
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
     assert_eq!(*store.get(&alice, "t1").await.unwrap().unwrap(), *task("t1", "c", TaskState::Working, 1));
-    store.save(&alice, task("t1", "c", TaskState::Completed, 2).into()).await.unwrap();
+    store.save(&alice, task("t1", "c", TaskState::Completed, 2)).await.unwrap();
     assert_eq!(*store.get(&alice, "t1").await.unwrap().unwrap(), *task("t1", "c", TaskState::Completed, 2));
 }
 
@@ -128,8 +128,7 @@ async fn save_and_get(store: Arc<dyn TaskStore>) {
 async fn save_with_its_encoding(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     let finished = sized("e1", TaskState::Completed, 3, 100);
-    let encoded = EncodedTask { proto: Some(encode(&finished)), task: finished.clone() };
-    store.save(&alice, encoded).await.unwrap();
+    store.save_encoded(&alice, EncodedTask::encoded(finished.clone())).await.unwrap();
     assert_eq!(*store.get(&alice, "e1").await.unwrap().unwrap(), *finished);
     let listed = store.list(&alice, &TaskQuery { include_artifacts: true, ..query(10) }).await.unwrap();
     assert_eq!(listed.tasks, vec![Task::clone(&finished)]);
@@ -137,7 +136,7 @@ async fn save_with_its_encoding(store: Arc<dyn TaskStore>) {
 
 async fn owners_are_isolated(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
-    store.save(&alice, task("t1", "c", TaskState::Working, 1).into()).await.unwrap();
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
     store.put_push_config(&alice, &config("t1", "p", "https://a.example"), cap(5)).await.unwrap();
     let strangers = [
         owner("bob"),
@@ -158,7 +157,7 @@ async fn list_order_paging_and_cursors(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     // Equal timestamps tie-break on id ascending; newest first otherwise.
     for (id, secs) in [("e", 5), ("a", 5), ("c", 9), ("b", 1), ("d", 5), ("f", 7), ("g", -3)] {
-        store.save(&alice, task(id, "c", TaskState::Working, secs).into()).await.unwrap();
+        store.save(&alice, task(id, "c", TaskState::Working, secs)).await.unwrap();
     }
     let expected = ["c", "f", "a", "d", "e", "b", "g"];
     assert_eq!(every_page(&store, &alice, 3, 7).await, expected);
@@ -170,11 +169,11 @@ async fn list_order_paging_and_cursors(store: Arc<dyn TaskStore>) {
 
 async fn list_filters_and_totals(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
-    store.save(&alice, task("w1", "x", TaskState::Working, 1).into()).await.unwrap();
-    store.save(&alice, task("w2", "y", TaskState::Working, 2).into()).await.unwrap();
-    store.save(&alice, task("d1", "x", TaskState::Completed, 3).into()).await.unwrap();
-    store.save(&alice, task("i1", "x", TaskState::InputRequired, 4).into()).await.unwrap();
-    store.save(&owner("bob"), task("b1", "x", TaskState::Working, 5).into()).await.unwrap();
+    store.save(&alice, task("w1", "x", TaskState::Working, 1)).await.unwrap();
+    store.save(&alice, task("w2", "y", TaskState::Working, 2)).await.unwrap();
+    store.save(&alice, task("d1", "x", TaskState::Completed, 3)).await.unwrap();
+    store.save(&alice, task("i1", "x", TaskState::InputRequired, 4)).await.unwrap();
+    store.save(&owner("bob"), task("b1", "x", TaskState::Working, 5)).await.unwrap();
 
     let in_x = TaskQuery { context_id: Some("x".into()), ..query(10) };
     assert_eq!(ids(&store, &alice, &in_x).await, (vec!["i1".into(), "d1".into(), "w1".into()], 3));
@@ -196,10 +195,10 @@ async fn list_filters_and_totals(store: Arc<dyn TaskStore>) {
 
 async fn list_follows_updates(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
-    store.save(&alice, task("t1", "x", TaskState::Working, 1).into()).await.unwrap();
-    store.save(&alice, task("t2", "x", TaskState::Working, 2).into()).await.unwrap();
+    store.save(&alice, task("t1", "x", TaskState::Working, 1)).await.unwrap();
+    store.save(&alice, task("t2", "x", TaskState::Working, 2)).await.unwrap();
     // t1 moves ahead, changes state and context: it shows once, in its new place only.
-    store.save(&alice, task("t1", "y", TaskState::Completed, 3).into()).await.unwrap();
+    store.save(&alice, task("t1", "y", TaskState::Completed, 3)).await.unwrap();
     assert_eq!(ids(&store, &alice, &query(10)).await, (vec!["t1".into(), "t2".into()], 2));
     let in_x = TaskQuery { context_id: Some("x".into()), ..query(10) };
     assert_eq!(ids(&store, &alice, &in_x).await, (vec!["t2".into()], 1));
@@ -209,7 +208,7 @@ async fn list_follows_updates(store: Arc<dyn TaskStore>) {
 
 async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
     let (alice, bob) = (owner("alice"), owner("bob"));
-    store.save(&alice, task("t1", "c", TaskState::Working, 1).into()).await.unwrap();
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
     store.put_push_config(&alice, &config("t1", "p2", "https://2.example"), cap(2)).await.unwrap();
     store.put_push_config(&alice, &config("t1", "p1", "https://1.example"), cap(2)).await.unwrap();
     let refused = store.put_push_config(&alice, &config("t1", "p3", "https://3.example"), cap(2)).await;
@@ -235,10 +234,10 @@ async fn push_configs_cap_per_principal(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
     let alice_elsewhere = Owner { tenant: "t2".into(), principal: "alice".into() };
     for id in ["t1", "t2", "t3", "t4"] {
-        store.save(&alice, task(id, "c", TaskState::Working, 1).into()).await.unwrap();
+        store.save(&alice, task(id, "c", TaskState::Working, 1)).await.unwrap();
     }
-    store.save(&alice_elsewhere, task("u1", "c", TaskState::Working, 1).into()).await.unwrap();
-    store.save(&owner("bob"), task("b1", "c", TaskState::Working, 1).into()).await.unwrap();
+    store.save(&alice_elsewhere, task("u1", "c", TaskState::Working, 1)).await.unwrap();
+    store.save(&owner("bob"), task("b1", "c", TaskState::Working, 1)).await.unwrap();
     store.put_push_config(&alice, &config("t1", "p", "https://1.example"), limits).await.unwrap();
     store.put_push_config(&alice, &config("t2", "p", "https://2.example"), limits).await.unwrap();
     store.put_push_config(&alice_elsewhere, &config("u1", "p", "https://u.example"), limits).await.unwrap();
@@ -258,8 +257,8 @@ async fn push_configs_cap_per_principal(store: Arc<dyn TaskStore>) {
         .await
         .expect("a delete frees one");
     // A finished task retention lets go of frees its configs' places too (retention keeps 1).
-    store.save(&alice, task("t2", "c", TaskState::Completed, 2).into()).await.unwrap();
-    store.save(&alice, task("t4", "c", TaskState::Completed, 3).into()).await.unwrap();
+    store.save(&alice, task("t2", "c", TaskState::Completed, 2)).await.unwrap();
+    store.save(&alice, task("t4", "c", TaskState::Completed, 3)).await.unwrap();
     assert!(store.get(&alice, "t2").await.unwrap().is_none(), "t2 was evicted");
     store
         .put_push_config(&alice, &config("t1", "q", "https://1.example"), limits)
@@ -270,11 +269,11 @@ async fn push_configs_cap_per_principal(store: Arc<dyn TaskStore>) {
 
 async fn retention_by_count(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
-    store.save(&alice, task("live", "c", TaskState::Working, 0).into()).await.unwrap();
+    store.save(&alice, task("live", "c", TaskState::Working, 0)).await.unwrap();
     for (i, id) in ["f1", "f2", "f3"].into_iter().enumerate() {
-        store.save(&alice, task(id, "c", TaskState::Working, i as i64).into()).await.unwrap();
+        store.save(&alice, task(id, "c", TaskState::Working, i as i64)).await.unwrap();
         store.put_push_config(&alice, &config(id, "p", "https://x.example"), cap(5)).await.unwrap();
-        store.save(&alice, task(id, "c", TaskState::Completed, 10 + i as i64).into()).await.unwrap();
+        store.save(&alice, task(id, "c", TaskState::Completed, 10 + i as i64)).await.unwrap();
     }
     assert!(store.get(&alice, "f1").await.unwrap().is_none(), "the oldest finished task is evicted");
     assert!(store.push_configs(&alice, "f1").await.unwrap().is_empty(), "with its push configs");
@@ -285,8 +284,8 @@ async fn retention_by_count(store: Arc<dyn TaskStore>) {
 
 async fn retention_by_age(store: Arc<dyn TaskStore>) {
     let alice = owner("alice");
-    store.save(&alice, task("live", "c", TaskState::Working, 0).into()).await.unwrap();
-    store.save(&alice, task("done", "c", TaskState::Completed, 1).into()).await.unwrap();
+    store.save(&alice, task("live", "c", TaskState::Working, 0)).await.unwrap();
+    store.save(&alice, task("done", "c", TaskState::Completed, 1)).await.unwrap();
     assert!(store.get(&alice, "done").await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(store.get(&alice, "done").await.unwrap().is_none(), "finished tasks go after the age");
@@ -305,11 +304,11 @@ fn sized(id: &str, state: TaskState, secs: i64, bytes: usize) -> Arc<Task> {
 async fn retention_by_bytes(store: Arc<dyn TaskStore>, size: usize) {
     let alice = owner("alice");
     // Live tasks are never evicted, however large.
-    store.save(&alice, sized("l1", TaskState::Working, 0, 10 * size).into()).await.unwrap();
+    store.save(&alice, sized("l1", TaskState::Working, 0, 10 * size)).await.unwrap();
     for (i, id) in ["f1", "f2", "f3"].into_iter().enumerate() {
-        store.save(&alice, sized(id, TaskState::Working, i as i64, 1000).into()).await.unwrap();
+        store.save(&alice, sized(id, TaskState::Working, i as i64, 1000)).await.unwrap();
         store.put_push_config(&alice, &config(id, "p", "https://x.example"), cap(5)).await.unwrap();
-        store.save(&alice, sized(id, TaskState::Completed, 10 + i as i64, 1000).into()).await.unwrap();
+        store.save(&alice, sized(id, TaskState::Completed, 10 + i as i64, 1000)).await.unwrap();
     }
     assert!(store.get(&alice, "f1").await.unwrap().is_none(), "the oldest finished task is evicted");
     assert!(store.push_configs(&alice, "f1").await.unwrap().is_empty(), "with its push configs");
@@ -317,19 +316,16 @@ async fn retention_by_bytes(store: Arc<dyn TaskStore>, size: usize) {
     assert_eq!(ids(&store, &alice, &query(10)).await, (vec!["f3".into(), "f2".into(), "l1".into()], 3));
 
     // A finished task saved again larger is counted at its new size: f2 must go.
-    store.save(&alice, sized("f3", TaskState::Completed, 12, 2000).into()).await.unwrap();
+    store.save(&alice, sized("f3", TaskState::Completed, 12, 2000)).await.unwrap();
     assert!(store.get(&alice, "f2").await.unwrap().is_none(), "f3 grew, so f2 no longer fits");
     assert!(store.get(&alice, "f3").await.unwrap().is_some());
 
     // Many small ones make room for a large one, oldest first.
     for i in 0..20 {
-        store
-            .save(&alice, sized(&format!("s{i:02}"), TaskState::Completed, 20 + i, 10).into())
-            .await
-            .unwrap();
+        store.save(&alice, sized(&format!("s{i:02}"), TaskState::Completed, 20 + i, 10)).await.unwrap();
     }
     assert!(store.get(&alice, "f3").await.unwrap().is_none(), "twenty small tasks pushed f3 out");
-    store.save(&alice, sized("f4", TaskState::Completed, 50, 2000).into()).await.unwrap();
+    store.save(&alice, sized("f4", TaskState::Completed, 50, 2000)).await.unwrap();
     let (kept, total) = ids(&store, &alice, &query(100)).await;
     assert_eq!(kept.first().map(String::as_str), Some("f4"));
     assert!(kept.contains(&"s19".to_owned()), "the newest small ones stay: {kept:?}");
@@ -337,7 +333,7 @@ async fn retention_by_bytes(store: Arc<dyn TaskStore>, size: usize) {
     assert_eq!(total, kept.len());
 
     // A single task larger than the whole budget is not kept at all, and takes nothing with it.
-    store.save(&alice, sized("huge", TaskState::Completed, 60, 3 * size).into()).await.unwrap();
+    store.save(&alice, sized("huge", TaskState::Completed, 60, 3 * size)).await.unwrap();
     assert!(store.get(&alice, "huge").await.unwrap().is_none());
     assert!(store.get(&alice, "f4").await.unwrap().is_some());
     assert!(store.get(&alice, "l1").await.unwrap().is_some());
@@ -349,13 +345,13 @@ async fn a_page_ignores_other_owners_tasks(store: Arc<dyn TaskStore>) {
     let (alice, bob) = (owner("alice"), owner("bob"));
     for i in 0..50_000 {
         let state = if i % 2 == 0 { TaskState::Working } else { TaskState::Completed };
-        store.save(&bob, task(&format!("bob-{i:05}"), "shared", state, i % 100).into()).await.unwrap();
+        store.save(&bob, task(&format!("bob-{i:05}"), "shared", state, i % 100)).await.unwrap();
     }
     let mut mine = Vec::new();
     for i in 0..10 {
         let state = if i % 2 == 0 { TaskState::Working } else { TaskState::Completed };
         let id = format!("alice-{i}");
-        store.save(&alice, task(&id, "shared", state, i * 10).into()).await.unwrap();
+        store.save(&alice, task(&id, "shared", state, i * 10)).await.unwrap();
         mine.push(id);
     }
     mine.reverse(); // newest first

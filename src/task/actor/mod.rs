@@ -266,9 +266,10 @@ impl TaskActor {
     /// The task as it is now, with its encoding once it is finished: the store keeps a
     /// finished task's bytes and a gRPC caller's answer carries them, so they are made once.
     fn encoded_task(&mut self) -> EncodedTask {
-        let finished = is_terminal(state_of(self.task.status.as_ref()));
-        let proto = finished.then(|| self.encoding.of(&self.task));
-        EncodedTask { task: self.task.clone(), proto }
+        match is_terminal(state_of(self.task.status.as_ref())) {
+            true => self.encoding.encoded(&self.task),
+            false => EncodedTask::plain(self.task.clone()),
+        }
     }
 
     async fn persist(&mut self) {
@@ -282,7 +283,7 @@ impl TaskActor {
             Some(true) | None => return,
         }
         let task = self.encoded_task();
-        match self.env.store.save(&self.handle.owner, task).await {
+        match self.env.store.save_encoded(&self.handle.owner, task).await {
             Ok(()) => self.dirty = Dirty::Clean,
             Err(error) => {
                 tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")

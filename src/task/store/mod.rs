@@ -99,10 +99,14 @@ pub fn status_nanos(task: &Task) -> i128 {
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Inserts or replaces a task. The task comes shared: its actor keeps using it (and copies
-    /// it only when it changes again), so an in-memory store can keep it without a copy; and
-    /// with its protobuf encoding when the actor made one, which a store that keeps bytes
-    /// uses rather than encoding the task again.
-    async fn save(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError>;
+    /// it only when it changes again), so an in-memory store can keep it without a copy.
+    async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError>;
+    /// [`Self::save`], with the task's protobuf encoding when its actor made one (a finished
+    /// task's): a store that keeps bytes uses them rather than encoding the task again. The
+    /// actor saves through this; a store that keeps no bytes need not implement it.
+    async fn save_encoded(&self, owner: &Owner, task: EncodedTask) -> Result<(), A2aError> {
+        self.save(owner, task.into_parts().0).await
+    }
     /// The task, if it exists and belongs to `owner`.
     async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError>;
     /// A page of `owner`'s tasks matching `query`.

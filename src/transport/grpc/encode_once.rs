@@ -30,7 +30,6 @@ use crate::call::CallContext;
 use crate::core::{Core, EventStream, SendOutcome};
 use crate::error::A2aError;
 use crate::proto::{GetTaskRequest, SendMessageRequest, SubscribeToTaskRequest, Task};
-use crate::task::encoded::EncodedTask;
 use crate::telemetry::RequestIds;
 use crate::transport::grpc::request_parts;
 
@@ -187,14 +186,14 @@ impl WireEncode for SendOutcome {
     fn encode_to(&self, dst: &mut impl BufMut) {
         use prost::encoding::{WireType, encode_key, encode_varint};
         match self {
-            SendOutcome::Task(EncodedTask { proto: Some(bytes), .. }) => {
-                encode_key(1, WireType::LengthDelimited, dst);
-                encode_varint(bytes.len() as u64, dst);
-                dst.put_slice(bytes);
-            }
-            SendOutcome::Task(EncodedTask { task, proto: None }) => {
-                prost::encoding::message::encode(1, &**task, dst)
-            }
+            SendOutcome::Task(task) => match task.proto() {
+                Some(bytes) => {
+                    encode_key(1, WireType::LengthDelimited, dst);
+                    encode_varint(bytes.len() as u64, dst);
+                    dst.put_slice(bytes);
+                }
+                None => prost::encoding::message::encode(1, &**task.task(), dst),
+            },
             SendOutcome::Message(message) => prost::encoding::message::encode(2, message, dst),
         }
     }
@@ -299,7 +298,7 @@ impl Admission for SubscribeToTaskRequest {}
 mod tests {
     use super::*;
     use crate::proto::{Message, SendMessageResponse, TaskStatus, send_message_response::Payload};
-    use crate::task::encoded::encode;
+    use crate::task::encoded::EncodedTask;
 
     fn encoded(item: impl WireEncode) -> Vec<u8> {
         let mut buf = Vec::new();
@@ -323,7 +322,7 @@ mod tests {
         let shared = Arc::new(task.clone());
         let plain = EncodedTask::plain(shared.clone());
         assert_eq!(encoded(SendOutcome::Task(plain)), as_response(Payload::Task(task.clone())));
-        let with_bytes = EncodedTask { task: shared.clone(), proto: Some(encode(&task)) };
+        let with_bytes = EncodedTask::encoded(shared.clone());
         assert_eq!(encoded(SendOutcome::Task(with_bytes)), as_response(Payload::Task(task.clone())));
         assert_eq!(encoded(SendOutcome::Message(message.clone())), as_response(Payload::Message(message)));
         assert_eq!(encoded(shared), prost::Message::encode_to_vec(&task));

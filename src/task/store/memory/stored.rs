@@ -81,7 +81,11 @@ fn corrupt(error: prost::DecodeError) -> A2aError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::Owner;
     use crate::proto::{Artifact, Message, TaskState, TaskStatus};
+    use crate::task::encoded::EncodedTask;
+    use crate::task::store::memory::MemoryStore;
+    use crate::task::store::{Retention, TaskStore};
 
     #[test]
     fn a_finished_task_packs_and_reads_back_equal() {
@@ -103,5 +107,23 @@ mod tests {
         assert_eq!(packed.into_owned(false).unwrap(), without, "all but the artifacts");
         let live = Stored::Live(Arc::new(task.clone()));
         assert_eq!(live.into_owned(true).unwrap(), task);
+    }
+
+    /// A finished task's encoding made by its actor is kept as it is, not made again: the
+    /// bytes a save is given are the bytes a read decodes (and the same allocation).
+    #[tokio::test]
+    async fn a_finished_task_keeps_the_encoding_it_came_with() {
+        let store = MemoryStore::new(Retention::default());
+        let owner = Owner::default();
+        let status = TaskStatus { state: TaskState::Completed as i32, ..Default::default() };
+        let task = Arc::new(Task { id: "t1".into(), status: Some(status), ..Default::default() });
+        let encoded = EncodedTask::encoded(task.clone());
+        let given = encoded.proto().unwrap().as_ptr();
+        store.save_encoded(&owner, encoded).await.unwrap();
+        let Some(Stored::Packed(kept)) = store.lock().tasks.get("t1").map(|r| r.task.clone()) else {
+            panic!("a finished task is kept packed");
+        };
+        assert_eq!(kept.as_ptr(), given, "the very bytes it was given");
+        assert_eq!(*store.get(&owner, "t1").await.unwrap().unwrap(), *task);
     }
 }
