@@ -22,7 +22,7 @@ impl AgentExecutor for QuickAgent {
                 _ => {}
             }
         }
-        events.artifact(text_artifact("echo", "echo", &text)).await?;
+        events.artifact(text_artifact("echo", "echo", text)).await?;
         Ok(events.complete(None).await?)
     }
 }
