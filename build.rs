@@ -27,17 +27,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// pbjson-types writes a Timestamp with a `+00:00` offset; ProtoJSON's form ends in `Z` (and
-/// prost-reflect, which reads and writes the rest, writes that). The two Timestamp fields are
-/// written through `protojson::Rfc3339` instead; the build fails if the generated code moved.
+/// prost-reflect, which reads and writes the rest, writes that). It also reads a lower-case
+/// `t` or `z`, which the descriptors refuse. So the two Timestamp fields are written through
+/// `protojson::Rfc3339` and read through `protojson::ReadTimestamp` instead; the build fails
+/// if the generated code moved.
 fn rfc3339_timestamps(file: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let mut code = std::fs::read_to_string(file)?;
-    for field in ["timestamp", "statusTimestampAfter"] {
-        let generated = format!("struct_ser.serialize_field(\"{field}\", v)?;");
-        let ours = format!("struct_ser.serialize_field(\"{field}\", &crate::protojson::Rfc3339(v))?;");
-        if code.matches(&generated).count() != 1 {
-            return Err(format!("pbjson-build no longer writes {field} as `{generated}`").into());
+    for (field, variable) in [("timestamp", "timestamp"), ("statusTimestampAfter", "status_timestamp_after")]
+    {
+        let write = format!("struct_ser.serialize_field(\"{field}\", v)?;");
+        let read = format!(" {variable}__ = map_.next_value()?;");
+        let replacements = [
+            (write, format!("struct_ser.serialize_field(\"{field}\", &crate::protojson::Rfc3339(v))?;")),
+            (
+                read,
+                format!(
+                    " {variable}__ = map_.next_value::<Option<crate::protojson::ReadTimestamp>>()?.map(|t| t.0);"
+                ),
+            ),
+        ];
+        for (generated, ours) in replacements {
+            if code.matches(&generated).count() != 1 {
+                return Err(format!("pbjson-build's code for {field} no longer holds `{generated}`").into());
+            }
+            code = code.replace(&generated, &ours);
         }
-        code = code.replace(&generated, &ours);
     }
     std::fs::write(file, code)?;
     Ok(())

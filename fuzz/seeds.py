@@ -169,6 +169,9 @@ def protojson_seeds():
     write("protojson", "13-skill", bytes([13]) + j(SKILL).encode())
     write("protojson", "14-message", bytes([14]) + j(RICH_MESSAGE).encode())
     write("protojson", "15-card", bytes([15]) + j(CARD).encode())
+    # Found by the CI smoke run: a lower-case `z` the generated reader took and the descriptors refused.
+    write("protojson", "02-ListTasks-lowercase-z", bytes([2]) + j({"contextId": "c1", "statusTimestampAfter":
+                                                                    "2026-01-01T00:00:00z"}).encode())
 
 
 # --- protobuf (first byte: the type) ---------------------------------------------------------

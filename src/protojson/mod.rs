@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::proto::{FILE_DESCRIPTOR_SET, ListTasksResponse};
 
 mod read;
-pub use read::{decode, decode_described, decode_generated, decode_strict};
+pub use read::{ReadTimestamp, decode, decode_described, decode_generated, decode_strict};
 
 static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
     DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("the embedded descriptor set is valid")

@@ -1,12 +1,15 @@
 //! Reading ProtoJSON into the generated types: the generated serde code first, the
 //! descriptors (prost-reflect) for everything it does not read the same way, and strictly for
 //! exec agents' control lines.
+use std::sync::LazyLock;
+
 use prost::{Message, Name};
-use prost_reflect::{DeserializeOptions, DynamicMessage};
-use serde::de::DeserializeOwned;
+use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde_json::Value;
 
-use super::descriptor;
+use super::{POOL, descriptor};
 use crate::error::A2aError;
 
 /// Decodes a ProtoJSON value into `T`; a value that does not fit is an `InvalidParams` error
@@ -61,6 +64,25 @@ fn from_value<T: Message + Name + Default>(value: &Value, deny_unknown: bool) ->
     let message = DynamicMessage::deserialize_with_options(descriptor::<T>(), value, &options)
         .map_err(|e| e.to_string())?;
     message.transcode_to::<T>().map_err(|e| e.to_string())
+}
+
+/// A Timestamp read as the descriptors read it: upper-case `T` and `Z`, years 1–9999, as
+/// protobuf's conformance suite asks. pbjson-types' own reader (chrono) also takes `t`, `z`
+/// and a space, so a time it read could be refused once a `null` elsewhere sent the same
+/// message to the descriptors. `build.rs` routes the generated code's Timestamp fields here.
+pub struct ReadTimestamp(pub pbjson_types::Timestamp);
+
+static TIMESTAMP: LazyLock<MessageDescriptor> = LazyLock::new(|| {
+    POOL.get_message_by_name("google.protobuf.Timestamp").expect("the descriptor set holds Timestamp")
+});
+
+impl<'de> Deserialize<'de> for ReadTimestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let message =
+            DynamicMessage::deserialize(TIMESTAMP.clone(), Value::String(text)).map_err(D::Error::custom)?;
+        message.transcode_to().map(Self).map_err(D::Error::custom)
+    }
 }
 
 fn invalid_json<T: Name>(problem: &str) -> A2aError {
@@ -152,6 +174,31 @@ mod tests {
         let config = json!({"taskId": "t", "url": "https://hook", "authentication": {"scheme": "Basic"}});
         let generated: TaskPushNotificationConfig = decode_generated(&config).expect("read");
         assert_eq!(generated, decode_described::<TaskPushNotificationConfig>(&config).unwrap());
+    }
+
+    /// Both readers take a time only in ProtoJSON's form (upper-case `T` and `Z`), whether or
+    /// not a `null` elsewhere sends the message to the descriptors (a fuzz finding).
+    #[test]
+    fn both_readers_read_times_alike() {
+        use crate::proto::ListTasksRequest;
+        let fine = json!({"statusTimestampAfter": "2026-01-01T00:00:00.5+01:00"});
+        let generated: ListTasksRequest = decode_generated(&fine).expect("the generated code reads it");
+        assert_eq!(
+            generated.status_timestamp_after.map(|t| (t.seconds, t.nanos)),
+            Some((1767222000, 500_000_000))
+        );
+        assert_eq!(generated, decode_described(&fine).unwrap());
+        for time in
+            ["2026-01-01T00:00:00z", "2026-01-01t00:00:00Z", "2026-01-01 00:00:00Z", "0000-12-31T00:00:00Z"]
+        {
+            for value in
+                [json!({"statusTimestampAfter": time}), json!({"statusTimestampAfter": time, "tenant": null})]
+            {
+                assert!(decode_generated::<ListTasksRequest>(&value).is_none(), "{value}");
+                let error = decode::<ListTasksRequest>(&value).unwrap_err();
+                assert_eq!(error.reason(), "INVALID_PARAMS", "{value}");
+            }
+        }
     }
 
     /// A `null` inside a Struct is `NULL_VALUE` (the generated code would make it an unset
