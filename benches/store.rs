@@ -19,7 +19,7 @@ use a2a_server::task::store::{MemoryStore, Retention, TaskQuery, TaskStore};
 use clap::Parser;
 
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: a2a_server::allocator::Mimalloc = a2a_server::allocator::Mimalloc;
 
 #[derive(Debug, Parser)]
 struct Args {

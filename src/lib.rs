@@ -38,6 +38,8 @@
 //! - [`card`]: building and validating the Agent Card from flags or a file.
 //! - [`ui`]: the `/ui` dashboard, HTML, CSS and JavaScript modules compiled in (`ui/assets/`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.
+//! - [`allocator`]: mimalloc as `main.rs` installs it, without the aligned calls where the
+//!   plain ones already align.
 //! - [`telemetry`]: Prometheus metrics and a tracing span per request; `otel` (feature
 //!   `otel`): those spans exported over OTLP.
 //! - `fuzzing` (feature `fuzzing`, hidden): thin wrappers through which the cargo-fuzz
@@ -70,6 +72,7 @@
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.
 pub mod agent;
+pub mod allocator;
 pub mod auth;
 pub mod call;
 pub mod card;

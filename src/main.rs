@@ -17,10 +17,11 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 /// The server allocates per call and per event; mimalloc's thread-local free lists cut the
 /// allocator's share of CPU time (about a quarter of it with glibc's, in profiles). Version 2
-/// (the crate's `v2` feature): version 3 took as much CPU and about 3 KiB more resident memory
-/// per idle task with an open stream (a2a-bench's memory scenario).
+/// (`libmimalloc-sys`'s `v2` feature): version 3 took as much CPU and about 3 KiB more
+/// resident memory per idle task with an open stream (a2a-bench's memory scenario). Asked
+/// through [`a2a_server::allocator`], which skips the aligned calls where they buy nothing.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: a2a_server::allocator::Mimalloc = a2a_server::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() {
