@@ -102,7 +102,15 @@ impl TaskActor {
         matches!(self.phase, Phase::Starting(_) | Phase::Live)
     }
 
-    pub(super) async fn run(mut self) {
+    /// Runs the actor to its end. The loop borrows the actor: an `async fn` that takes `self`
+    /// keeps it twice in its future (the argument, and the local it is moved into), which was
+    /// 328 bytes more in every task's allocation, copied on every start.
+    pub(super) fn run(self) -> impl Future<Output = ()> + Send + 'static {
+        let mut actor = self;
+        async move { actor.run_to_end().await }
+    }
+
+    async fn run_to_end(&mut self) {
         while self.running() {
             // Everything the last command or execution end caused is published by now.
             self.executions.signal_ended();
