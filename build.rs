@@ -22,19 +22,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // first and must not send such a request to the slower descriptor reader.
         .ignore_unknown_fields()
         .build(&[".lf.a2a.v1"])?;
-    rfc3339_timestamps(&out.join("lf.a2a.v1.serde.rs"))?;
+    let fields = timestamp_fields(&std::fs::read_to_string(out.join("lf.a2a.v1.rs"))?)?;
+    rfc3339_timestamps(&out.join("lf.a2a.v1.serde.rs"), &fields)?;
     Ok(())
 }
 
 /// pbjson-types writes a Timestamp with a `+00:00` offset; ProtoJSON's form ends in `Z` (and
 /// prost-reflect, which reads and writes the rest, writes that). It also reads a lower-case
-/// `t` or `z`, which the descriptors refuse. So the two Timestamp fields are written through
+/// `t` or `z`, which the descriptors refuse. So every Timestamp field is written through
 /// `protojson::Rfc3339` and read through `protojson::ReadTimestamp` instead; the build fails
 /// if the generated code moved.
-fn rfc3339_timestamps(file: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn rfc3339_timestamps(file: &Path, fields: &[(String, String)]) -> Result<(), Box<dyn std::error::Error>> {
     let mut code = std::fs::read_to_string(file)?;
-    for (field, variable) in [("timestamp", "timestamp"), ("statusTimestampAfter", "status_timestamp_after")]
-    {
+    for (field, variable) in fields {
         let write = format!("struct_ser.serialize_field(\"{field}\", v)?;");
         let read = format!(" {variable}__ = map_.next_value()?;");
         let replacements = [
@@ -42,7 +42,7 @@ fn rfc3339_timestamps(file: &Path) -> Result<(), Box<dyn std::error::Error>> {
             (
                 read,
                 format!(
-                    " {variable}__ = map_.next_value::<Option<crate::protojson::ReadTimestamp>>()?.map(|t| t.0);"
+                    " {variable}__ = map_.next_value::<::std::option::Option<crate::protojson::ReadTimestamp>>()?.map(|t| t.0);"
                 ),
             ),
         ];
@@ -55,6 +55,33 @@ fn rfc3339_timestamps(file: &Path) -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::write(file, code)?;
     Ok(())
+}
+
+/// The Timestamp fields of the v1.0 types as (JSON name, Rust name), read from the generated
+/// prost code, so a field added to the proto is routed too. A Timestamp in any other shape (a
+/// list, a map) fails the build rather than slip past the routing.
+fn timestamp_fields(prost_code: &str) -> Result<Vec<(String, String)>, Box<dyn std::error::Error>> {
+    let mut fields = Vec::new();
+    for line in prost_code.lines().map(str::trim).filter(|line| line.contains("pbjson_types::Timestamp")) {
+        let name = line
+            .strip_prefix("pub ")
+            .and_then(|rest| rest.strip_suffix(": ::core::option::Option<::pbjson_types::Timestamp>,"));
+        let Some(name) = name else {
+            return Err(format!("a Timestamp field build.rs cannot route to protojson: `{line}`").into());
+        };
+        let mut words = name.split('_');
+        let mut json: String = words.next().unwrap_or_default().to_owned();
+        for word in words {
+            let mut chars = word.chars();
+            json.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+            json.push_str(chars.as_str());
+        }
+        fields.push((json, name.to_owned()));
+    }
+    if fields.is_empty() {
+        return Err("no Timestamp field found in the generated prost code: has it moved?".into());
+    }
+    Ok(fields)
 }
 
 /// Compiles one proto file; returns its encoded descriptor set.

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use prost::{Message, Name};
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor};
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{DeserializeOwned, Deserializer};
 use serde_json::Value;
 
 use super::{POOL, descriptor};
@@ -78,10 +78,12 @@ static TIMESTAMP: LazyLock<MessageDescriptor> = LazyLock::new(|| {
 
 impl<'de> Deserialize<'de> for ReadTimestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        let message =
-            DynamicMessage::deserialize(TIMESTAMP.clone(), Value::String(text)).map_err(D::Error::custom)?;
-        message.transcode_to().map(Self).map_err(D::Error::custom)
+        let message = DynamicMessage::deserialize(TIMESTAMP.clone(), deserializer)?;
+        let field = |name: &str| message.get_field_by_name(name).map(|value| value.into_owned());
+        Ok(Self(pbjson_types::Timestamp {
+            seconds: field("seconds").and_then(|value| value.as_i64()).unwrap_or_default(),
+            nanos: field("nanos").and_then(|value| value.as_i32()).unwrap_or_default(),
+        }))
     }
 }
 
