@@ -4,10 +4,11 @@
 //! The `mimalloc` crate sends every allocation through `mi_malloc_aligned`, whose fast path
 //! still checks the alignment and that the free block it found happens to be aligned: about
 //! 25 instructions more than `mi_malloc` per allocation, and a quick SendMessage makes some
-//! sixty. mimalloc's plain calls already return blocks aligned to 16 bytes
-//! (`MI_MAX_ALIGN_SIZE`; its size classes are whole double words on 64-bit targets), so only
-//! a larger alignment, or one larger than the size itself (as `System` decides), takes the
-//! aligned calls.
+//! sixty. mimalloc's plain calls return blocks of 16 bytes or more aligned to 16
+//! (`MI_MAX_ALIGN_SIZE`; `_mi_page_malloc` asserts it) and smaller ones to 8, so, as
+//! mimalloc's own `mi_malloc_is_naturally_aligned` decides, an alignment of at most 16 and at
+//! most the size takes the plain calls, and only a larger one the aligned calls. (A debug
+//! build of mimalloc sampling "guarded" blocks precisely can break that; this build has none.)
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
@@ -15,7 +16,8 @@ use std::ffi::c_void;
 
 use libmimalloc_sys as mi;
 
-/// The alignment mimalloc's plain calls guarantee (`MI_MAX_ALIGN_SIZE`).
+/// The alignment mimalloc's plain calls guarantee for blocks at least this large
+/// (`MI_MAX_ALIGN_SIZE`).
 const PLAIN_ALIGN: usize = 16;
 
 /// mimalloc (version 2) as the global allocator; see the module doc.
