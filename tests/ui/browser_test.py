@@ -135,7 +135,10 @@ def run(tally, browser, server, shots):
         page.click("#answer button[type=submit]")
         wait_state(page, "COMPLETED")
         assert "hello from the browser" in parts(page, "li.part"), parts(page, "li.part")
-        assert "hello from the browser" in page.inner_text("#history")
+        # The stream carries the agent's side; the page reads the history, with the answer the
+        # browser sent, from the GetTask it makes once the stream has ended.
+        page.wait_for_selector("#connection >> text=Finished")
+        assert "hello from the browser" in page.inner_text("#history"), page.inner_text("#history")
         assert page.locator("#answer").is_hidden()
         server_says(server, asking, "COMPLETED")
         page.context.close()

@@ -117,8 +117,8 @@ class Tally:
         except Exception as error:  # noqa: BLE001 - every failure is reported, then counted
             self.failed.append(name)
             print(f"FAIL {name}: {error}")
-            if not isinstance(error, AssertionError):
-                traceback.print_exc()
+            # A bare `assert` says nothing: its line does.
+            traceback.print_exc(limit=None if not isinstance(error, AssertionError) else -1)
             return
         self.passed += 1
         print(f"PASS {name} ({time.monotonic() - started:.1f} s)")
