@@ -118,7 +118,7 @@ class Tally:
             self.failed.append(name)
             print(f"FAIL {name}: {error}")
             # A bare `assert` says nothing: its line does.
-            traceback.print_exc(limit=None if not isinstance(error, AssertionError) else -1)
+            traceback.print_exc(limit=-1 if isinstance(error, AssertionError) else None)
             return
         self.passed += 1
         print(f"PASS {name} ({time.monotonic() - started:.1f} s)")
