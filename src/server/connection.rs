@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::rt::{Read, Write};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpStream;
@@ -22,6 +22,7 @@ use super::http1_guard::Http1Guard;
 use super::in_flight::{Activity, InFlight};
 use super::listener::ConnectionSettings;
 use super::tls::{self, Tls};
+use super::write_coalescing::{self, Coalescing, StreamExecutor, Unstarted};
 use crate::auth::ClientCertificate;
 
 /// What one listener serves: the router, and the A2A gRPC service its plain gRPC calls take
@@ -34,7 +35,7 @@ pub(super) struct Routes {
 
 /// What every connection of one listener shares.
 pub(super) struct Shared {
-    builder: auto::Builder<TokioExecutor>,
+    builder: auto::Builder<StreamExecutor>,
     routes: Routes,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
@@ -42,7 +43,7 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn new(routes: Routes, settings: ConnectionSettings, tls: Option<Arc<Tls>>) -> Self {
-        let mut builder = auto::Builder::new(TokioExecutor::new());
+        let mut builder = auto::Builder::new(StreamExecutor);
         builder
             .http1()
             .timer(TokioTimer::new())
@@ -57,8 +58,10 @@ impl Shared {
     }
 
     /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
-    fn guard<S>(&self, stream: S) -> TokioIo<Http1Guard<S>> {
-        TokioIo::new(Http1Guard::new(stream, Some(self.settings.header_read_timeout)))
+    /// `unstarted` counts the connection's streams not yet polled (see `write_coalescing.rs`).
+    fn guard<S>(&self, stream: S, unstarted: Arc<Unstarted>) -> TokioIo<Coalescing<Http1Guard<S>>> {
+        let guarded = Http1Guard::new(stream, Some(self.settings.header_read_timeout));
+        TokioIo::new(Coalescing::new(guarded, unstarted))
     }
 }
 
@@ -71,8 +74,11 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<()>,
     _permit: OwnedSemaphorePermit,
 ) {
+    let unstarted = Arc::new(Unstarted::default());
     let Some(tls) = &shared.tls else {
-        return run(&shared, shared.guard(stream), Peer { certificate: None }, stop).await;
+        let io = shared.guard(stream, unstarted.clone());
+        return write_coalescing::counting(unstarted, run(&shared, io, Peer { certificate: None }, stop))
+            .await;
     };
     let handshake = tokio::time::timeout(tls.settings().handshake_timeout, tls.acceptor().accept(stream));
     let stream = tokio::select! {
@@ -84,7 +90,8 @@ pub(super) async fn serve(
         _ = stop.changed() => return,
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
-    run(&shared, shared.guard(stream), Peer { certificate }, stop).await;
+    let io = shared.guard(stream, unstarted.clone());
+    write_coalescing::counting(unstarted, run(&shared, io, Peer { certificate }, stop)).await;
 }
 
 /// Who is at the other end of a connection, as far as its requests need to know.

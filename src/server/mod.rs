@@ -3,7 +3,8 @@
 //! the graceful [`Drain`] (`drain.rs`). Each listener runs its own accept loop
 //! (`listener.rs`: the connection cap, accept errors, shutdown), serving every connection
 //! (`connection.rs`, `in_flight.rs`: HTTP/1.1 and HTTP/2 on one socket, idle and body
-//! timeouts), over TLS when configured (`tls.rs`).
+//! timeouts; `write_coalescing.rs`: the answers of one read in one write), over TLS when
+//! configured (`tls.rs`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), a2a_server::error::BoxError> {
@@ -27,6 +28,7 @@ mod request_framing;
 pub(crate) mod router;
 mod store_health;
 mod tls;
+mod write_coalescing;
 
 use std::future::Future;
 use std::net::SocketAddr;

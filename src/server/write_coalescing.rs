@@ -1,0 +1,169 @@
+//! Write coalescing on one connection: responses that are about to be ready go out in one
+//! write rather than one each.
+//!
+//! hyper runs each HTTP/2 stream in a task of its own, which wakes the connection's task as
+//! soon as its response is queued; the connection task, woken first, writes that response
+//! alone, and the streams that came in the same read answer a write (a system call, and on
+//! loopback the peer's receive path too) apiece. Here a connection counts the streams it has
+//! handed to the runtime that have not yet had their first poll; while any wait, a write is
+//! put off once: the connection task goes to the back of the run queue, behind those streams,
+//! and writes what they answered together when it comes round. A stream that has to wait
+//! (for an agent, for events) stops counting at its first poll, so nothing waits on it, and a
+//! write is never put off twice in a row, so a stream another worker is slow to run delays
+//! the others by one turn of the run queue at most.
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The streams of one connection that have been spawned and not yet polled.
+#[derive(Debug, Default)]
+pub(super) struct Unstarted(AtomicUsize);
+
+impl Unstarted {
+    fn waiting(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
+tokio::task_local! {
+    /// The connection whose task is running: hyper spawns its streams from that task.
+    static CONNECTION: Arc<Unstarted>;
+}
+
+/// Runs `connection` (a connection's whole service) as the connection that counts the streams
+/// spawned from it.
+pub(super) async fn counting<F: Future>(unstarted: Arc<Unstarted>, connection: F) -> F::Output {
+    CONNECTION.scope(unstarted, connection).await
+}
+
+/// The executor hyper spawns a connection's streams with: tokio's, counting each stream until
+/// its first poll.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct StreamExecutor;
+
+impl<F> hyper::rt::Executor<F> for StreamExecutor
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, future: F) {
+        let unstarted = CONNECTION.try_with(Arc::clone).ok();
+        if let Some(unstarted) = &unstarted {
+            unstarted.0.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(tokio::spawn(FirstPoll { future, unstarted }));
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A stream's future, counted among its connection's unstarted streams until its first
+    /// poll ends (or it is dropped unpolled).
+    struct FirstPoll<F> {
+        #[pin]
+        future: F,
+        unstarted: Option<Arc<Unstarted>>,
+    }
+
+    impl<F> PinnedDrop for FirstPoll<F> {
+        fn drop(this: Pin<&mut Self>) {
+            started(this.project().unstarted);
+        }
+    }
+}
+
+/// Counts a stream as started (once).
+fn started(unstarted: &mut Option<Arc<Unstarted>>) {
+    if let Some(unstarted) = unstarted.take() {
+        unstarted.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<F: Future> Future for FirstPoll<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let polled = this.future.poll(cx);
+        started(this.unstarted);
+        polled
+    }
+}
+
+/// A connection's byte stream, putting a write off once while streams of the connection wait
+/// for their first poll.
+pub(super) struct Coalescing<IO> {
+    io: IO,
+    unstarted: Arc<Unstarted>,
+    /// The last write was put off; the next goes out whatever waits.
+    deferred: bool,
+}
+
+impl<IO> Coalescing<IO> {
+    pub(super) fn new(io: IO, unstarted: Arc<Unstarted>) -> Self {
+        Self { io, unstarted, deferred: false }
+    }
+
+    /// Whether to put this write off (and arrange to be polled again behind the streams).
+    fn defer(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.deferred && self.unstarted.waiting() {
+            self.deferred = true;
+            // Woken while running, the task is queued behind what is already runnable.
+            cx.waker().wake_by_ref();
+            return true;
+        }
+        self.deferred = false;
+        false
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Coalescing<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Coalescing<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.defer(cx) {
+            return Poll::Pending;
+        }
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.defer(cx) {
+            return Poll::Pending;
+        }
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+#[path = "write_coalescing_tests.rs"]
+mod tests;
