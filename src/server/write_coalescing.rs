@@ -10,13 +10,14 @@
 //! and writes what they answered together when it comes round. A stream that has to wait
 //! (for an agent, for events) stops counting at its first poll, so nothing waits on it, and a
 //! write is never put off twice in a row, so a stream another worker is slow to run delays
-//! the others by one turn of the run queue at most.
+//! the others by one turn of the run queue at most. What the connection then writes goes out
+//! in one system call (see [`Coalescing`] for how hyper's codec is brought to that).
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -93,30 +94,60 @@ impl<F: Future> Future for FirstPoll<F> {
     }
 }
 
+/// Writes smaller than this are gathered (copied) until the flush or the next write; a larger
+/// one goes out as it is. Bounds the copying, and what a connection holds between flushes.
+const GATHER_BYTES: usize = 4096;
+
 /// A connection's byte stream, putting a write off once while streams of the connection wait
-/// for their first poll.
+/// for their first poll, and sending what one flush writes in one system call.
+///
+/// It tells hyper's HTTP/2 codec that it takes no vectored writes. With vectored writes the
+/// codec keeps any DATA payload of 256 bytes or more apart (to send it by reference), and
+/// buffers nothing more until it has written it: every answer that size (a JSON one, say)
+/// costs a write of its own, however many are ready. Without them the codec copies payloads up
+/// to 1 KiB into its buffer and only keeps larger ones apart; it then writes its buffer and
+/// such a payload with two calls, which this layer joins into one vectored write.
 pub(super) struct Coalescing<IO> {
     io: IO,
     unstarted: Arc<Unstarted>,
-    /// The last write was put off; the next goes out whatever waits.
+    /// The first write of this flush was put off; it goes out next time, whatever waits.
     deferred: bool,
+    /// Bytes taken from the codec and not yet written (less than `GATHER_BYTES`, unless a
+    /// vectored write took only part of them); freed once written, so an idle connection
+    /// holds none.
+    gathered: Vec<u8>,
 }
 
 impl<IO> Coalescing<IO> {
     pub(super) fn new(io: IO, unstarted: Arc<Unstarted>) -> Self {
-        Self { io, unstarted, deferred: false }
+        Self { io, unstarted, deferred: false, gathered: Vec::new() }
     }
 
     /// Whether to put this write off (and arrange to be polled again behind the streams).
     fn defer(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.deferred && self.unstarted.waiting() {
-            self.deferred = true;
-            // Woken while running, the task is queued behind what is already runnable.
-            cx.waker().wake_by_ref();
-            return true;
+        if self.deferred || !self.unstarted.waiting() {
+            return false;
         }
+        self.deferred = true;
+        // Woken while running, the task is queued behind what is already runnable.
+        cx.waker().wake_by_ref();
+        true
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> Coalescing<IO> {
+    /// Writes out everything gathered.
+    fn poll_write_gathered(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.gathered.is_empty() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.gathered))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.gathered.drain(..n);
+        }
+        self.gathered = Vec::new();
         self.deferred = false;
-        false
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -133,34 +164,43 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Coalescing<IO> {
 impl<IO: AsyncWrite + Unpin> AsyncWrite for Coalescing<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.defer(cx) {
+        if this.gathered.is_empty() && this.defer(cx) {
             return Poll::Pending;
         }
-        Pin::new(&mut this.io).poll_write(cx, buf)
+        if this.gathered.len() + buf.len() < GATHER_BYTES {
+            this.gathered.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        loop {
+            if this.gathered.is_empty() {
+                this.deferred = false;
+                return Pin::new(&mut this.io).poll_write(cx, buf);
+            }
+            let both = [io::IoSlice::new(&this.gathered), io::IoSlice::new(buf)];
+            let n = ready!(Pin::new(&mut this.io).poll_write_vectored(cx, &both))?;
+            if n == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            let of_buf = n.saturating_sub(this.gathered.len());
+            this.gathered.drain(..n - of_buf);
+            if of_buf > 0 {
+                this.gathered = Vec::new();
+                this.deferred = false;
+                return Poll::Ready(Ok(of_buf));
+            }
+        }
     }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.defer(cx) {
-            return Poll::Pending;
-        }
-        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+        ready!(this.poll_write_gathered(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
     }
 
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_write_gathered(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
 

@@ -45,10 +45,10 @@ impl AsyncWrite for CountingWrites {
 
 const BURST: usize = 16;
 
-/// Serves one HTTP/2 connection on loopback (coalescing or not), sends it one request and
-/// then `BURST` more in a single write, and returns how many writes the server made for the
-/// burst's answers.
-async fn writes_for_a_burst(coalesce: bool) -> usize {
+/// Serves one HTTP/2 connection on loopback (coalescing or not) whose answers are `size`
+/// bytes, sends it one request and then `BURST` more in a single write, and returns how many
+/// writes the server made for the burst's answers.
+async fn writes_for_a_burst(coalesce: bool, size: usize) -> usize {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
     let writes = Arc::new(AtomicUsize::new(0));
@@ -57,8 +57,10 @@ async fn writes_for_a_burst(coalesce: bool) -> usize {
         let (io, _) = listener.accept().await.expect("accept");
         let unstarted = Arc::new(Unstarted::default());
         let io = Coalescing::new(CountingWrites { io, writes: counted }, unstarted.clone());
-        let answer = hyper::service::service_fn(|_: Request<hyper::body::Incoming>| async {
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"answer"))))
+        let body = Bytes::from(vec![b'a'; size]);
+        let answer = hyper::service::service_fn(move |_: Request<hyper::body::Incoming>| {
+            let body = body.clone();
+            async move { Ok::<_, Infallible>(Response::new(Full::new(body))) }
         });
         let connection = hyper::server::conn::http2::Builder::new(StreamExecutor)
             .serve_connection(TokioIo::new(io), answer);
@@ -87,9 +89,16 @@ async fn writes_for_a_burst(coalesce: bool) -> usize {
     let burst: Vec<_> = (0..BURST).map(|_| ask(&mut client)).collect();
     let answered = futures::future::join_all(burst);
     tokio::select! {
-        responses = answered => {
-            assert!(responses.into_iter().all(|r| r.is_ok_and(|r| r.status() == 200)));
-        }
+        responses = answered => for response in responses {
+            let mut body = response.expect("answered").into_body();
+            let mut received = 0;
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.expect("a chunk");
+                received += chunk.len();
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            assert_eq!(received, size);
+        },
         _ = connection.as_mut() => panic!("the connection ended"),
     }
     let burst_writes = writes.load(Ordering::Relaxed) - before;
@@ -103,11 +112,18 @@ async fn writes_for_a_burst(coalesce: bool) -> usize {
 /// connection, as they do under load (a stream spawned from a worker runs there first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_burst_of_quick_answers_leaves_in_fewer_writes() {
-    let plain = writes_for_a_burst(false).await;
-    let coalesced = writes_for_a_burst(true).await;
-    eprintln!("answers to {BURST} requests: {plain} writes plain, {coalesced} coalesced");
-    assert!(coalesced <= 2, "{coalesced} writes for {BURST} answers, coalescing");
-    assert!(plain > coalesced, "without coalescing there were {plain} writes, with it {coalesced}");
+    // Small answers (gRPC's) and answers of a JSON task's size share writes.
+    for size in [6, 500] {
+        let plain = writes_for_a_burst(false, size).await;
+        let coalesced = writes_for_a_burst(true, size).await;
+        eprintln!("{BURST} answers of {size} B: {plain} writes plain, {coalesced} coalesced");
+        assert!(coalesced <= 2, "{size} B: {coalesced} writes for {BURST} answers, coalescing");
+        assert!(plain > coalesced, "{size} B: {plain} writes without coalescing, {coalesced} with it");
+    }
+    // An answer over 1 KiB the codec keeps apart and writes at once (with what it buffered):
+    // nothing is gained, and nothing is lost.
+    let coalesced = writes_for_a_burst(true, 2_000).await;
+    assert!(coalesced <= BURST, "{coalesced} writes for {BURST} answers of 2,000 B");
 }
 
 #[tokio::test]
@@ -152,18 +168,116 @@ fn outside_a_connection_nothing_is_counted_and_nothing_waits() {
     });
 }
 
-/// A write is put off at most once in a row, whatever still waits.
+/// A writer that records each write, taking at most `take` bytes a call.
+struct Recorder {
+    writes: Vec<Vec<u8>>,
+    take: usize,
+}
+
+impl AsyncWrite for Recorder {
+    fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let n = buf.len().min(self.take);
+        self.writes.push(buf[..n].to_vec());
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).take(self.take).collect();
+        let n = joined.len();
+        self.writes.push(joined);
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn recording(take: usize) -> (Coalescing<Recorder>, Arc<Unstarted>) {
+    let unstarted = Arc::new(Unstarted::default());
+    (Coalescing::new(Recorder { writes: Vec::new(), take }, unstarted.clone()), unstarted)
+}
+
+/// Writes `buf` in full, as a codec does.
+fn write_all(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        match Pin::new(&mut *io).poll_write(cx, buf) {
+            Poll::Ready(Ok(n)) if n > 0 => buf = &buf[n..],
+            other => panic!("write: {other:?}"),
+        }
+    }
+}
+
+fn flush(io: &mut Coalescing<Recorder>, cx: &mut Context<'_>) {
+    assert!(matches!(Pin::new(&mut *io).poll_flush(cx), Poll::Ready(Ok(()))));
+}
+
+#[test]
+fn what_one_flush_writes_goes_out_in_one_call() {
+    let (mut io, _) = recording(usize::MAX);
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    write_all(&mut io, &mut cx, b"head");
+    write_all(&mut io, &mut cx, b"ers");
+    assert!(io.io.writes.is_empty(), "gathered until the flush");
+    flush(&mut io, &mut cx);
+    // A large payload the codec kept apart goes with what was gathered, in one vectored call.
+    write_all(&mut io, &mut cx, b"frame head ");
+    write_all(&mut io, &mut cx, &[b'p'; GATHER_BYTES]);
+    flush(&mut io, &mut cx);
+    // A large first write goes out as it is.
+    write_all(&mut io, &mut cx, &[b'q'; GATHER_BYTES]);
+    flush(&mut io, &mut cx);
+    let expected: Vec<Vec<u8>> = vec![
+        b"headers".to_vec(),
+        [&b"frame head "[..], &[b'p'; GATHER_BYTES]].concat(),
+        vec![b'q'; GATHER_BYTES],
+    ];
+    assert_eq!(io.io.writes, expected);
+    assert_eq!(io.gathered.capacity(), 0, "nothing held between flushes");
+}
+
+#[test]
+fn short_writes_lose_nothing_and_keep_the_order() {
+    let (mut io, _) = recording(7);
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let large: Vec<u8> = (0..GATHER_BYTES + 100).map(|i| (i % 251) as u8).collect();
+    write_all(&mut io, &mut cx, b"0123456789abc");
+    write_all(&mut io, &mut cx, &large);
+    write_all(&mut io, &mut cx, b"tail");
+    flush(&mut io, &mut cx);
+    let sent: Vec<u8> = io.io.writes.concat();
+    assert_eq!(sent, [&b"0123456789abc"[..], &large, b"tail"].concat());
+}
+
+/// A write is put off at most once in a row, whatever still waits, and never in the middle
+/// of a flush.
 #[test]
 fn a_write_is_put_off_once_at_most() {
-    let unstarted = Arc::new(Unstarted::default());
+    let (mut io, unstarted) = recording(usize::MAX);
     unstarted.0.fetch_add(1, Ordering::AcqRel);
-    let mut io = Coalescing::new(Vec::<u8>::new(), unstarted.clone());
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
     assert!(Pin::new(&mut io).poll_write(&mut cx, b"a").is_pending(), "put off");
-    assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, b"b"), Poll::Ready(Ok(1))), "then written");
+    write_all(&mut io, &mut cx, b"a");
+    write_all(&mut io, &mut cx, b"b");
+    flush(&mut io, &mut cx);
     assert!(Pin::new(&mut io).poll_write(&mut cx, b"c").is_pending(), "put off again, once");
     started(&mut Some(unstarted));
-    assert!(matches!(Pin::new(&mut io).poll_write(&mut cx, b"d"), Poll::Ready(Ok(1))), "nothing waits");
-    assert_eq!(io.io, b"bd");
+    write_all(&mut io, &mut cx, b"c");
+    flush(&mut io, &mut cx);
+    assert_eq!(io.io.writes, vec![b"ab".to_vec(), b"c".to_vec()]);
 }
