@@ -112,9 +112,8 @@ pub(super) struct Coalescing<IO> {
     unstarted: Arc<Unstarted>,
     /// The first write of this flush was put off; it goes out next time, whatever waits.
     deferred: bool,
-    /// Bytes taken from the codec and not yet written (less than `GATHER_BYTES`, unless a
-    /// vectored write took only part of them); freed once written, so an idle connection
-    /// holds none.
+    /// Bytes taken from the codec and not yet written, fewer than `GATHER_BYTES`; freed once
+    /// written, so an idle connection holds none.
     gathered: Vec<u8>,
 }
 
