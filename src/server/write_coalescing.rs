@@ -8,10 +8,12 @@
 //! handed to the runtime that have not yet had their first poll; while any wait, a write is
 //! put off once: the connection task goes to the back of the run queue, behind those streams,
 //! and writes what they answered together when it comes round. A stream that has to wait
-//! (for an agent, for events) stops counting at its first poll, so nothing waits on it, and a
-//! write is never put off twice in a row, so a stream another worker is slow to run delays
-//! the others by one turn of the run queue at most. What the connection then writes goes out
-//! in one system call (see [`Coalescing`] for how hyper's codec is brought to that).
+//! (for an agent, for events) stops counting at its first poll, so nothing waits on it. A
+//! write is put off once per batch of spawned streams, and never again before some bytes have
+//! gone out, so a stream another worker is slow to run delays the others by one turn of the
+//! run queue at most, and a client that keeps sending cannot hold the answers back. What one
+//! flush writes then goes out in one system call (see [`Coalescing`] for how hyper's codec is
+//! brought to that).
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -21,13 +23,26 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The streams of one connection that have been spawned and not yet polled.
+/// The streams of one connection that have been spawned and not yet polled, and how many it
+/// has spawned in all (which tells one batch from the next).
 #[derive(Debug, Default)]
-pub(super) struct Unstarted(AtomicUsize);
+pub(super) struct Unstarted {
+    waiting: AtomicUsize,
+    spawned: AtomicUsize,
+}
 
 impl Unstarted {
     fn waiting(&self) -> bool {
-        self.0.load(Ordering::Acquire) > 0
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    fn spawned(&self) -> usize {
+        self.spawned.load(Ordering::Acquire)
+    }
+
+    fn spawn(&self) {
+        self.spawned.fetch_add(1, Ordering::AcqRel);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -54,7 +69,7 @@ where
     fn execute(&self, future: F) {
         let unstarted = CONNECTION.try_with(Arc::clone).ok();
         if let Some(unstarted) = &unstarted {
-            unstarted.0.fetch_add(1, Ordering::AcqRel);
+            unstarted.spawn();
         }
         drop(tokio::spawn(FirstPoll { future, unstarted }));
     }
@@ -79,7 +94,7 @@ pin_project_lite::pin_project! {
 /// Counts a stream as started (once).
 fn started(unstarted: &mut Option<Arc<Unstarted>>) {
     if let Some(unstarted) = unstarted.take() {
-        unstarted.0.fetch_sub(1, Ordering::AcqRel);
+        unstarted.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -103,15 +118,23 @@ const GATHER_BYTES: usize = 4096;
 ///
 /// It tells hyper's HTTP/2 codec that it takes no vectored writes. With vectored writes the
 /// codec keeps any DATA payload of 256 bytes or more apart (to send it by reference), and
-/// buffers nothing more until it has written it: every answer that size (a JSON one, say)
-/// costs a write of its own, however many are ready. Without them the codec copies payloads up
-/// to 1 KiB into its buffer and only keeps larger ones apart; it then writes its buffer and
-/// such a payload with two calls, which this layer joins into one vectored write.
+/// buffers nothing more until it has written it and flushed: every answer that size (a JSON
+/// one, say) costs a write of its own, however many are ready. Without them the threshold is
+/// 1 KiB: smaller payloads are copied into the codec's buffer, and a larger one still ends a
+/// flush of its own, the codec writing its buffer and the payload with two calls, which this
+/// layer joins into one vectored write. (Answers over 1 KiB therefore still go out one write
+/// each.)
+///
+/// HTTP/1.1 goes through here too: hyper then copies each response into its own buffer
+/// ("flatten") instead of queueing body chunks for vectored writes. Nothing is ever put off
+/// there (hyper spawns no task per HTTP/1.1 request).
 pub(super) struct Coalescing<IO> {
     io: IO,
     unstarted: Arc<Unstarted>,
-    /// The first write of this flush was put off; it goes out next time, whatever waits.
+    /// A write was put off and nothing has been written since: the next one goes out.
     deferred: bool,
+    /// `Unstarted::spawned` at the last write put off: a batch of streams puts off one write.
+    deferred_at: usize,
     /// Bytes taken from the codec and not yet written, fewer than `GATHER_BYTES`; freed once
     /// written, so an idle connection holds none.
     gathered: Vec<u8>,
@@ -119,15 +142,16 @@ pub(super) struct Coalescing<IO> {
 
 impl<IO> Coalescing<IO> {
     pub(super) fn new(io: IO, unstarted: Arc<Unstarted>) -> Self {
-        Self { io, unstarted, deferred: false, gathered: Vec::new() }
+        Self { io, unstarted, deferred: false, deferred_at: 0, gathered: Vec::new() }
     }
 
     /// Whether to put this write off (and arrange to be polled again behind the streams).
     fn defer(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.deferred || !self.unstarted.waiting() {
+        let spawned = self.unstarted.spawned();
+        if self.deferred || spawned == self.deferred_at || !self.unstarted.waiting() {
             return false;
         }
-        self.deferred = true;
+        (self.deferred, self.deferred_at) = (true, spawned);
         // Woken while running, the task is queued behind what is already runnable.
         cx.waker().wake_by_ref();
         true
@@ -142,10 +166,10 @@ impl<IO: AsyncWrite + Unpin> Coalescing<IO> {
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
+            self.deferred = false;
             self.gathered.drain(..n);
         }
         self.gathered = Vec::new();
-        self.deferred = false;
         Poll::Ready(Ok(()))
     }
 }
@@ -172,22 +196,28 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Coalescing<IO> {
         }
         loop {
             if this.gathered.is_empty() {
-                this.deferred = false;
-                return Pin::new(&mut this.io).poll_write(cx, buf);
+                let n = ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
+                this.deferred &= n == 0;
+                return Poll::Ready(Ok(n));
             }
             let both = [io::IoSlice::new(&this.gathered), io::IoSlice::new(buf)];
             let n = ready!(Pin::new(&mut this.io).poll_write_vectored(cx, &both))?;
             if n == 0 {
                 return Poll::Ready(Ok(0));
             }
+            this.deferred = false;
             let of_buf = n.saturating_sub(this.gathered.len());
             this.gathered.drain(..n - of_buf);
             if of_buf > 0 {
                 this.gathered = Vec::new();
-                this.deferred = false;
                 return Poll::Ready(Ok(of_buf));
             }
         }
+    }
+
+    /// No: see the type's doc.
+    fn is_write_vectored(&self) -> bool {
+        false
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -169,13 +169,14 @@ async fn a_stream_counts_until_its_first_poll_ends() {
 #[test]
 fn a_stream_dropped_unpolled_stops_counting() {
     let unstarted = Arc::new(Unstarted::default());
-    unstarted.0.fetch_add(1, Ordering::AcqRel);
+    unstarted.spawn();
     drop(FirstPoll { future: std::future::ready(()), unstarted: Some(unstarted.clone()) });
     assert!(!unstarted.waiting());
 }
 
+/// Outside a connection's scope (nothing there to count it in) a future is still spawned.
 #[test]
-fn outside_a_connection_nothing_is_counted_and_nothing_waits() {
+fn outside_a_connection_the_executor_still_spawns() {
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     runtime.block_on(async {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -186,14 +187,19 @@ fn outside_a_connection_nothing_is_counted_and_nothing_waits() {
     });
 }
 
-/// A writer that records each write, taking at most `take` bytes a call.
+/// A writer that records each write, taking at most `take` bytes a call; `full` makes its
+/// next write wait, as a full socket does.
 struct Recorder {
     writes: Vec<Vec<u8>>,
     take: usize,
+    full: bool,
 }
 
 impl AsyncWrite for Recorder {
     fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if std::mem::take(&mut self.full) {
+            return Poll::Pending;
+        }
         let n = buf.len().min(self.take);
         self.writes.push(buf[..n].to_vec());
         Poll::Ready(Ok(n))
@@ -225,7 +231,7 @@ impl AsyncWrite for Recorder {
 
 fn recording(take: usize) -> (Coalescing<Recorder>, Arc<Unstarted>) {
     let unstarted = Arc::new(Unstarted::default());
-    (Coalescing::new(Recorder { writes: Vec::new(), take }, unstarted.clone()), unstarted)
+    (Coalescing::new(Recorder { writes: Vec::new(), take, full: false }, unstarted.clone()), unstarted)
 }
 
 /// Writes `buf` in full, as a codec does.
@@ -281,21 +287,62 @@ fn short_writes_lose_nothing_and_keep_the_order() {
     assert_eq!(sent, [&b"0123456789abc"[..], &large, b"tail"].concat());
 }
 
-/// A write is put off at most once in a row, whatever still waits, and never in the middle
-/// of a flush.
+/// Counts the wake-ups a task gets.
+struct Wakes(AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A batch of spawned streams puts off one write, which wakes the connection's task to come
+/// back; the writes after it go out, however long the streams wait, and a new batch puts off
+/// one write again.
 #[test]
-fn a_write_is_put_off_once_at_most() {
+fn a_batch_of_streams_puts_off_one_write() {
     let (mut io, unstarted) = recording(usize::MAX);
-    unstarted.0.fetch_add(1, Ordering::AcqRel);
-    let waker = futures::task::noop_waker();
+    let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(wakes.clone());
     let mut cx = Context::from_waker(&waker);
+    let woken = || wakes.0.load(Ordering::Relaxed);
+    unstarted.spawn();
     assert!(Pin::new(&mut io).poll_write(&mut cx, b"a").is_pending(), "put off");
+    assert_eq!(woken(), 1, "and its task woken to come back");
     write_all(&mut io, &mut cx, b"a");
     write_all(&mut io, &mut cx, b"b");
     flush(&mut io, &mut cx);
-    assert!(Pin::new(&mut io).poll_write(&mut cx, b"c").is_pending(), "put off again, once");
-    started(&mut Some(unstarted));
+    // The stream still waits, but it has put off its write already.
     write_all(&mut io, &mut cx, b"c");
     flush(&mut io, &mut cx);
-    assert_eq!(io.io.writes, vec![b"ab".to_vec(), b"c".to_vec()]);
+    unstarted.spawn();
+    assert!(Pin::new(&mut io).poll_write(&mut cx, b"d").is_pending(), "a new batch puts one off");
+    assert_eq!(woken(), 2);
+    write_all(&mut io, &mut cx, b"d");
+    flush(&mut io, &mut cx);
+    assert_eq!(io.io.writes, vec![b"ab".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+}
+
+/// A write put off, then held up by a full socket, is not put off again when the socket
+/// drains, even if more streams were spawned meanwhile.
+#[test]
+fn a_write_is_never_put_off_twice_in_a_row() {
+    let (mut io, unstarted) = recording(usize::MAX);
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let large = vec![b'x'; GATHER_BYTES];
+    unstarted.spawn();
+    assert!(Pin::new(&mut io).poll_write(&mut cx, &large).is_pending(), "put off");
+    io.io.full = true;
+    assert!(Pin::new(&mut io).poll_write(&mut cx, &large).is_pending(), "the socket is full");
+    unstarted.spawn();
+    write_all(&mut io, &mut cx, &large);
+    flush(&mut io, &mut cx);
+    assert_eq!(io.io.writes, vec![large.clone()]);
+    // Written: the next batch may put a write off again.
+    assert!(Pin::new(&mut io).poll_write(&mut cx, b"e").is_pending());
 }
