@@ -145,7 +145,7 @@ impl Core {
         if let Some(handle) = self.env.registry.get(owner, task_id)
             && let Some(task) = handle.snapshot().await
         {
-            return Ok(task);
+            return task;
         }
         stored_task(&self.env, owner, task_id).await
     }

@@ -207,7 +207,10 @@ impl Inner {
         let env = self.env.get()?.upgrade()?;
         let handle = env.registry.get(&request.owner(), &request.task_id)?;
         let Some(message) = request.message.clone() else {
-            return handle.cancel().await.map(|task| Outcome::Task(Arc::unwrap_or_clone(task)));
+            return handle.cancel().await.map(|canceled| match canceled {
+                Ok(task) => Outcome::Task(Arc::unwrap_or_clone(task)),
+                Err(error) => Outcome::Error((&error).into()),
+            });
         };
         let turn = FollowUp {
             message,

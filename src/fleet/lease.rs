@@ -20,37 +20,54 @@ use crate::task::{is_interrupted, is_terminal, state_of};
 /// Overdue tasks looked at per sweep.
 const SWEEP_BATCH: usize = 100;
 
+/// How soon the keeper tries again after Redis failed it: an owner that reconnects renews its
+/// leases before anything else, well before any survivor may take its tasks.
+const RENEW_RETRY: Duration = Duration::from_millis(250);
+
 impl Inner {
     /// Renews every lease this replica holds, three times per lease period, and refreshes their
-    /// expiry in the watched set.
+    /// expiry in the watched set. A lease that lapsed with nobody taking it (Redis was away
+    /// longer than the lease, or restarted and lost it) is taken again: its owner is alive.
     pub(super) async fn run_lease_keeper(self: Arc<Self>) {
         let period = self.settings.lease / 3;
+        let mut wait = period;
         loop {
-            tokio::time::sleep(period).await;
+            tokio::time::sleep(wait).await;
             let held: Vec<String> =
                 self.held.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
             metrics::gauge!("a2a_fleet_leases_held").set(held.len() as f64);
             let mut kept = Vec::with_capacity(held.len());
+            let mut failed = false;
             for task_id in held {
-                match self.store.renew_lease(&task_id, &self.replica, self.settings.lease).await {
+                match self.store.acquire_lease(&task_id, &self.replica, self.settings.lease).await {
                     Ok(true) => kept.push(task_id),
                     Ok(false) => {
                         // Taken over: the actor learns it at its next write and stops.
                         tracing::warn!(%task_id, "this replica lost the task's lease");
                         self.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&task_id);
                     }
-                    Err(_) => kept.push(task_id),
+                    Err(_) => {
+                        failed = true;
+                        kept.push(task_id);
+                    }
                 }
             }
-            let _ = self.store.mark_owned(&kept, self.settings.lease).await;
+            failed |= self.store.mark_owned(&kept, self.settings.lease).await.is_err();
+            wait = if failed { RENEW_RETRY.min(period) } else { period };
         }
     }
 
-    /// Looks for tasks whose owner stopped renewing, twice per lease period, and ends them.
+    /// Looks for tasks whose owner stopped renewing, twice per lease period, and ends them;
+    /// but only once this replica has seen Redis without a break for a whole lease. Leases
+    /// that expired while Redis was away (for everyone) are no evidence of a dead owner: the
+    /// owners renew them as soon as they reconnect, and the wait gives them that time.
     pub(super) async fn run_sweeper(self: Arc<Self>) {
         let period = (self.settings.lease / 2).max(Duration::from_millis(200));
         loop {
             tokio::time::sleep(period).await;
+            if self.store.check_restart().await.is_err() || self.store.seen_for() < self.settings.lease {
+                continue;
+            }
             let Ok(overdue) = self.store.overdue(SWEEP_BATCH).await else {
                 continue;
             };

@@ -227,6 +227,10 @@ impl Fleet for RedisFleet {
         self.0.forward(owner, task_id, command).await
     }
 
+    fn write_patience(&self) -> Duration {
+        self.0.settings.lease
+    }
+
     async fn healthy(&self) -> bool {
         let healthy = self.0.store.ping().await.is_ok();
         self.0.healthy.store(healthy, Ordering::Relaxed);

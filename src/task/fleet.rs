@@ -89,6 +89,11 @@ pub trait Fleet: Send + Sync + 'static {
         command: Forward,
     ) -> Result<Option<Forwarded>, A2aError>;
 
+    /// How long an actor keeps its callers waiting for a write the store refuses (it goes on
+    /// retrying after that): a lease, the time other replicas give an owner before they could
+    /// take its task over.
+    fn write_patience(&self) -> std::time::Duration;
+
     /// Whether the shared store answers now (for health and readiness); remembered for
     /// [`Fleet::unavailable`].
     async fn healthy(&self) -> bool;
@@ -120,7 +125,7 @@ impl TaskRef {
     /// event since (for another replica's task: this replica's follower's log).
     pub async fn subscribe(&self, after: Option<u64>) -> Result<Option<Subscription>, A2aError> {
         match self {
-            Self::Local(handle) => Ok(handle.subscribe_after(after).await),
+            Self::Local(handle) => handle.subscribe_after(after).await.transpose(),
             Self::Remote { fleet, owner, task_id } => fleet.follow(owner, task_id, after).await,
         }
     }
@@ -128,7 +133,7 @@ impl TaskRef {
     /// Cancels the task; the CANCELED task.
     pub async fn cancel(&self) -> Result<Option<Arc<Task>>, A2aError> {
         match self {
-            Self::Local(handle) => Ok(handle.cancel().await),
+            Self::Local(handle) => handle.cancel().await.transpose(),
             Self::Remote { fleet, owner, task_id } => {
                 match fleet.forward(owner, task_id, Forward::Cancel).await? {
                     Some(Forwarded::Canceled(task)) => Ok(Some(task)),

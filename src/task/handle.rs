@@ -19,13 +19,13 @@ pub(crate) enum Command {
         /// A resuming subscriber's last generation: its feed starts right after it when the
         /// log still holds every event since.
         after: Option<u64>,
-        reply: oneshot::Sender<Subscription>,
+        reply: oneshot::Sender<Result<Subscription, A2aError>>,
     },
     Snapshot {
-        reply: oneshot::Sender<Arc<Task>>,
+        reply: oneshot::Sender<Result<Arc<Task>, A2aError>>,
     },
     Cancel {
-        reply: oneshot::Sender<Arc<Task>>,
+        reply: oneshot::Sender<Result<Arc<Task>, A2aError>>,
     },
     Message {
         turn: Box<FollowUp>,
@@ -147,14 +147,15 @@ impl TaskHandle {
         }
     }
 
-    /// The task now, with the feed of everything after.
-    pub async fn subscribe(&self) -> Option<Subscription> {
+    /// The task now, with the feed of everything after (in a fleet: as stored; UNAVAILABLE
+    /// when the store does not take the task's writes).
+    pub async fn subscribe(&self) -> Option<Result<Subscription, A2aError>> {
         self.subscribe_after(None).await
     }
 
     /// Like [`TaskHandle::subscribe`], but with `after` (a generation the caller has seen) the
     /// feed starts right after it when the log still holds every event since.
-    pub async fn subscribe_after(&self, after: Option<u64>) -> Option<Subscription> {
+    pub async fn subscribe_after(&self, after: Option<u64>) -> Option<Result<Subscription, A2aError>> {
         self.ask(|reply| Command::Subscribe { after, reply }).await
     }
 
@@ -164,13 +165,13 @@ impl TaskHandle {
         let _ = self.tx.try_send(Command::Park);
     }
 
-    /// The task now.
-    pub async fn snapshot(&self) -> Option<Arc<Task>> {
+    /// The task now (in a fleet: once stored).
+    pub async fn snapshot(&self) -> Option<Result<Arc<Task>, A2aError>> {
         self.ask(|reply| Command::Snapshot { reply }).await
     }
 
-    /// Cancels the task; the CANCELED task.
-    pub async fn cancel(&self) -> Option<Arc<Task>> {
+    /// Cancels the task; the CANCELED task (in a fleet: once stored).
+    pub async fn cancel(&self) -> Option<Result<Arc<Task>, A2aError>> {
         self.ask(|reply| Command::Cancel { reply }).await
     }
 

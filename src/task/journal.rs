@@ -1,13 +1,28 @@
-//! The fleet side of a task actor: the events the shared store has not seen yet.
+//! The fleet side of a task actor: the events the shared store has not seen yet, the answers
+//! that wait for them, and how a failed write is retried.
 //!
-//! The actor publishes each event to its local log at once (its local subscribers never wait
-//! for the store) and notes it here; it writes what piled up in one atomic append whenever it
-//! has nothing else to do, or when the batch is full, and always before it saves the task. So
-//! the store's (Task, seq) pair never runs ahead of its event stream, which is what lets a
-//! reader on another replica join exactly.
+//! Two rules of the fleet live here (docs/FLEET.md, "Answers and events wait for the store"):
+//! - **An event shown means stored.** The actor numbers an event when its agent sends it but
+//!   keeps it here, unseen, until the atomic append that holds it succeeded; only then does it
+//!   reach the task's log (local subscribers, turns) and webhooks. So a generation any client
+//!   has seen exists in the store, and a resume cursor is always valid on any replica.
+//! - **An answer means stored.** A reply that says what the task is (created, settled,
+//!   canceled, a subscription's snapshot) is held here until the store has it; a write that
+//!   fails is retried with backoff, and the held callers get UNAVAILABLE once it has failed
+//!   for a lease (the store may come back later and take it: the task goes on).
+//!
+//! Appends are batched: what piled up is written in one step whenever the actor has nothing
+//! else to do, when the batch is full, or when an answer waits, and always before the Task is
+//! saved alone. So the store's (Task, seq) pair never runs ahead of its event stream, which is
+//! what lets a reader on another replica join exactly.
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::fleet::Fleet;
+use super::handle::{Started, Subscription};
 use super::log::TaskEvent;
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -17,65 +32,135 @@ use crate::proto::Task;
 /// steps instead of one huge write at its end.
 const BATCH: usize = 64;
 
+/// Unwritten events a task may pile up while the store refuses its writes; then the actor takes
+/// no more commands (its agent waits on the bounded channel) until a write succeeds. A fleet's
+/// Redis stream keeps this many events, so one write never exceeds what it keeps.
+const MAX_PENDING: usize = crate::fleet::STREAM_EVENTS;
+
+/// The first wait after a failed write; it doubles up to [`MAX_RETRY_DELAY`].
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(25);
+
+/// The longest wait between two tries of a failing write.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(1);
+
 /// What happened to a flush.
 pub(super) enum Flushed {
-    /// The store holds every event so far; `wrote`: this flush wrote some (with the Task).
+    /// The store holds every event so far; `written`: what this flush wrote (with the Task),
+    /// in order, to be shown now.
     Done {
-        /// Whether there was anything to write.
-        wrote: bool,
+        /// The events written, oldest first (none: there was nothing to write).
+        written: Vec<Arc<TaskEvent>>,
     },
     /// Another replica owns the task now: this actor must stop writing, and stop.
     Lost,
 }
 
 /// An answer to a caller, held until the state it reflects is in the store.
-pub(super) type Deferred = Box<dyn FnOnce() + Send>;
+pub(super) enum Held {
+    /// A subscription (SubscribeToTask on the owner): its snapshot and feed are taken when the
+    /// store has caught up, so the snapshot is stored and the feed starts right after it.
+    Subscription {
+        /// A resuming subscriber's last generation.
+        after: Option<u64>,
+        /// Where the subscription goes.
+        reply: oneshot::Sender<Result<Subscription, A2aError>>,
+    },
+    /// A message's sender that follows its turn: the turn's subscription, taken likewise.
+    Turn {
+        /// Where the turn goes.
+        reply: oneshot::Sender<Result<Started, A2aError>>,
+        /// Wakes when the turn's execution has ended.
+        done: oneshot::Receiver<()>,
+    },
+    /// An answer made already (a settled turn, a canceled task, a snapshot): sent with `Ok` once
+    /// the store has it, or the error that kept it from the store.
+    Ready(Box<dyn FnOnce(Result<(), A2aError>) + Send>),
+}
+
+/// A write that failed: when the actor tries again, and since when it has been failing.
+struct Retry {
+    since: Instant,
+    at: Instant,
+    delay: Duration,
+}
 
 /// Unwritten events of one task, the fleet they go to, and the answers waiting for them.
 pub(super) struct Journal {
     fleet: Arc<dyn Fleet>,
     pending: Vec<Arc<TaskEvent>>,
-    /// Answers to callers (a new task's id, a cancel, a settled turn) held until the store has
-    /// what they say: a client that goes on to another replica must find it there.
-    deferred: Vec<Deferred>,
+    held: Vec<Held>,
+    retry: Option<Retry>,
 }
 
 impl Journal {
     /// An empty journal writing to `fleet`.
     pub(super) fn new(fleet: Arc<dyn Fleet>) -> Self {
-        Self { fleet, pending: Vec::new(), deferred: Vec::new() }
+        Self { fleet, pending: Vec::new(), held: Vec::new(), retry: None }
     }
 
     /// Holds an answer until the next write.
-    pub(super) fn defer(&mut self, answer: Deferred) {
-        self.deferred.push(answer);
+    pub(super) fn hold(&mut self, answer: Held) {
+        self.held.push(answer);
     }
 
     /// Whether answers wait for a write.
-    pub(super) fn has_deferred(&self) -> bool {
-        !self.deferred.is_empty()
+    pub(super) fn has_held(&self) -> bool {
+        !self.held.is_empty()
     }
 
-    /// Sends every held answer (after a write, or when the actor ends either way).
-    pub(super) fn answer_all(&mut self) {
-        for answer in self.deferred.drain(..) {
-            answer();
-        }
+    /// The held answers, to be sent now (after a write, or with the error that stopped it).
+    pub(super) fn take_held(&mut self) -> Vec<Held> {
+        std::mem::take(&mut self.held)
     }
 
-    /// Notes an event the actor just published.
+    /// Notes an event the actor just numbered; it is shown once written.
     pub(super) fn record(&mut self, event: Arc<TaskEvent>) {
         self.pending.push(event);
     }
 
-    /// Whether a flush is due: something waits and the actor is idle, or the batch is full.
+    /// The number of the newest event, written or not (`None`: nothing waits).
+    pub(super) fn last_seq(&self) -> Option<u64> {
+        self.pending.last().map(|event| event.seq)
+    }
+
+    /// Whether a flush is due: something waits and the actor is idle, or the batch is full;
+    /// never while a failed write waits for its next try.
     pub(super) fn due(&self, idle: bool) -> bool {
-        !self.pending.is_empty() && (idle || self.pending.len() >= BATCH)
+        !self.pending.is_empty() && (idle || self.pending.len() >= BATCH) && self.retry_at().is_none()
     }
 
     /// Whether every event is written.
     pub(super) fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+
+    /// Whether the actor must stop taking commands until a write succeeds.
+    pub(super) fn is_full(&self) -> bool {
+        self.pending.len() >= MAX_PENDING
+    }
+
+    /// When a failed write is tried again, if one waits for that.
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.retry.as_ref().map(|retry| retry.at).filter(|&at| at > Instant::now())
+    }
+
+    /// Whether writes have been failing for at least the fleet's patience (a lease): held
+    /// callers are told UNAVAILABLE rather than kept waiting longer.
+    pub(super) fn failing_too_long(&self) -> bool {
+        self.retry.as_ref().is_some_and(|retry| retry.since.elapsed() >= self.fleet.write_patience())
+    }
+
+    /// Notes a failed write: the next try waits, twice as long as the last up to a second.
+    pub(super) fn failed(&mut self) {
+        let now = Instant::now();
+        let retry = self.retry.get_or_insert(Retry { since: now, at: now, delay: Duration::ZERO });
+        retry.delay = (retry.delay * 2).clamp(FIRST_RETRY_DELAY, MAX_RETRY_DELAY);
+        retry.at = now + retry.delay;
+    }
+
+    /// Notes a write that succeeded: the next one goes at once.
+    pub(super) fn succeeded(&mut self) {
+        self.retry = None;
     }
 
     /// Writes the pending events with `task`, the Task after the last of them (and, with
@@ -88,15 +173,14 @@ impl Journal {
         reindex: bool,
     ) -> Result<Flushed, A2aError> {
         let Some(first) = self.pending.first() else {
-            return Ok(Flushed::Done { wrote: false });
+            return Ok(Flushed::Done { written: Vec::new() });
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
         if !self.fleet.append(owner, task, first_seq, events, reindex).await? {
             return Ok(Flushed::Lost);
         }
-        self.pending.clear();
-        Ok(Flushed::Done { wrote: true })
+        Ok(Flushed::Done { written: std::mem::take(&mut self.pending) })
     }
 
     /// The fleet, for the lease.
@@ -105,7 +189,19 @@ impl Journal {
     }
 }
 
-/// Why the subscribers of a task that moved to another replica end: they resubscribe.
-pub(super) fn lost(task_id: &str) -> A2aError {
-    A2aError::Unavailable(format!("task {task_id} is now run by another replica; call SubscribeToTask again"))
+/// Why the subscribers of a task that moved to another replica end: the resumable close at
+/// the last generation this replica stored (and so showed), from which they resubscribe.
+pub(super) fn lost(task_id: &str, last_generation: u64) -> A2aError {
+    A2aError::StreamClosed {
+        task_id: task_id.to_owned(),
+        last_generation,
+        why: "the task is now run by another replica".to_owned(),
+    }
+}
+
+/// What callers held for a write hear when the store does not take it.
+pub(super) fn not_stored(task_id: &str) -> A2aError {
+    A2aError::Unavailable(format!(
+        "the task store does not take task {task_id}'s writes now; retry (the task goes on once it does)"
+    ))
 }

@@ -152,32 +152,47 @@ impl EventLog {
     fn append_with(&self, response: StreamResponse, proto: Option<Bytes>) -> Arc<TaskEvent> {
         let event = {
             let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
-            ring.last_seq += 1;
-            let event = TaskEvent::new(ring.last_seq, response);
+            let event = TaskEvent::new(ring.last_seq + 1, response);
             if let Some(proto) = proto {
                 let _ = event.proto.set(proto);
             }
             let event = Arc::new(event);
-            // Feeds are made by the actor, which is also the only appender: no feed can appear
-            // between this check and the push.
-            if self.feeds.load(Ordering::Relaxed) == 0 && !self.followed.load(Ordering::Relaxed) {
-                ring.events.clear();
-                ring.bytes = 0;
-                return event;
-            }
-            let size = footprint(&event);
-            ring.events.push_back(event.clone());
-            ring.bytes += size;
-            while ring.events.len() > self.capacity || (ring.bytes > self.max_bytes && ring.events.len() > 1)
-            {
-                if let Some(oldest) = ring.events.pop_front() {
-                    ring.bytes -= footprint(&oldest);
-                }
-            }
+            self.push(&mut ring, event.clone());
             event
         };
         self.appended.notify_waiters();
         event
+    }
+
+    /// Appends an event the actor numbered itself: in a fleet an event is numbered when the
+    /// agent sends it but shown only once the store holds it, so it reaches the log later,
+    /// with the number it already has (the next one: the actor appends in order).
+    pub fn append_numbered(&self, event: Arc<TaskEvent>) {
+        {
+            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
+            debug_assert_eq!(event.seq, ring.last_seq + 1, "events reach the log in order");
+            self.push(&mut ring, event);
+        }
+        self.appended.notify_waiters();
+    }
+
+    /// Puts `event` (numbered `last_seq + 1`) at the end of the ring, within its bounds.
+    fn push(&self, ring: &mut Ring, event: Arc<TaskEvent>) {
+        ring.last_seq = event.seq;
+        // Feeds are made by the actor, which is also the only appender: no feed can appear
+        // between this check and the push.
+        if self.feeds.load(Ordering::Relaxed) == 0 && !self.followed.load(Ordering::Relaxed) {
+            ring.events.clear();
+            ring.bytes = 0;
+            return;
+        }
+        ring.bytes += footprint(&event);
+        ring.events.push_back(event);
+        while ring.events.len() > self.capacity || (ring.bytes > self.max_bytes && ring.events.len() > 1) {
+            if let Some(oldest) = ring.events.pop_front() {
+                ring.bytes -= footprint(&oldest);
+            }
+        }
     }
 
     /// Marks the end of the stream: readers stop after the last event.

@@ -8,6 +8,7 @@
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
 mod turns;
+mod writes;
 
 use std::sync::Arc;
 
@@ -17,8 +18,8 @@ use super::budget::Budget;
 use super::encoded::{EncodedTask, EncodingCache};
 use super::execution::Executions;
 use super::handle::{Command, Started, Subscription, TaskHandle};
-use super::journal::{Flushed, Journal, lost};
-use super::log::{EventLog, Feed};
+use super::journal::{Held, Journal};
+use super::log::{EventLog, Feed, TaskEvent};
 use super::metrics::{TaskMetrics, track_state};
 use super::phase::Phase;
 use super::rules::{self, Change};
@@ -114,37 +115,37 @@ impl TaskActor {
         while self.running() {
             // Everything the last command or execution end caused is published by now.
             self.executions.signal_ended();
-            if self.journal.as_ref().is_some_and(Journal::has_deferred) {
-                self.persist().await;
-                self.answer_deferred();
-            }
-            if self.journal.as_ref().is_some_and(|journal| journal.due(self.rx.is_empty())) {
-                self.flush().await;
+            if self.journal.is_some() {
+                self.sync().await;
                 if !self.running() {
                     break;
                 }
-            }
-            if self.dirty == Dirty::State && self.rx.is_empty() {
+            } else if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
             }
             let deadline = self.deadline();
+            // A fleet task whose unwritten events reached their bound takes nothing more until a
+            // write succeeds: its agent waits on the bounded channel.
+            let open = !self.journal.as_ref().is_some_and(Journal::is_full);
             tokio::select! {
                 biased;
-                command = self.rx.recv() => match command {
+                command = self.rx.recv(), if open => match command {
                     Some(command) => {
                         self.last_active = tokio::time::Instant::now();
                         self.handle(command).await
                     }
                     None => break,
                 },
-                (exec, result) = self.executions.next_finished() => {
+                (exec, result) = self.executions.next_finished(), if open => {
                     // Whatever the execution sent before it returned is applied first.
                     self.drain().await;
                     self.on_execution_finished(exec, result);
                     self.last_active = tokio::time::Instant::now();
                 }
                 _ = sleep_until(deadline) => {
-                    if self.dirty != Dirty::Clean {
+                    if self.journal.as_ref().is_some_and(|journal| journal.retry_at().is_some()) {
+                        // A failed write's next try: `sync` makes it.
+                    } else if self.dirty != Dirty::Clean {
                         self.persist().await;
                     } else if self.hibernate(false) {
                         break;
@@ -165,23 +166,19 @@ impl TaskActor {
                 while self.rx.recv().await.is_some() {}
                 return;
             }
-            Phase::Lost => {
-                self.env.live.release(&self.task.id);
-                self.answer_deferred();
-                self.log.close_with(lost(&self.task.id));
-                self.env.registry.remove(&self.handle);
-                track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
-                return;
-            }
+            Phase::Lost => return self.end_lost(),
             Phase::Starting(_) | Phase::NoTask => return self.log.close(),
-            Phase::Live | Phase::Finished => self.log.close(),
+            Phase::Live | Phase::Finished => {}
         }
         self.dirty = Dirty::State;
-        self.persist().await;
+        if !self.store_final().await {
+            return self.end_lost();
+        }
+        self.log.close();
         self.release().await;
         self.env.registry.remove(&self.handle);
         self.settle_all();
-        self.answer_deferred();
+        self.answer_held(Ok(()));
         let state = state_of(self.task.status.as_ref());
         track_state(state, TaskState::Unspecified);
         if let Some(counter) = TaskMetrics::get().finished(state) {
@@ -191,9 +188,26 @@ impl TaskActor {
         self.phase = Phase::Finished;
     }
 
+    /// Another replica owns the task now: nothing more is written or shown here. Callers
+    /// still waiting for a write and this replica's subscribers hear so, the subscribers with
+    /// the resumable close at the last generation stored here.
+    fn end_lost(&mut self) {
+        self.phase = Phase::Lost;
+        self.env.live.release(&self.task.id);
+        let moved =
+            A2aError::Unavailable(format!("task {} is now run by another replica; retry", self.task.id));
+        self.answer_held(Err(moved));
+        self.log.close_with(super::journal::lost(&self.task.id, self.log.last_seq()));
+        self.env.registry.remove(&self.handle);
+        track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
+    }
+
     /// When the actor must wake without a command: to persist artifact changes, or to see
     /// whether it may hibernate.
     fn deadline(&self) -> Option<tokio::time::Instant> {
+        if let Some(retry) = self.journal.as_ref().and_then(Journal::retry_at) {
+            return Some(retry);
+        }
         match self.dirty {
             Dirty::Artifacts(since) => Some(tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY)),
             Dirty::State => None,
@@ -238,15 +252,14 @@ impl TaskActor {
     async fn handle(&mut self, command: Command) {
         match command {
             Command::Agent(event) => self.on_agent_event(*event),
-            Command::Subscribe { after, reply } => {
-                let _ = reply.send(self.subscription(after));
-            }
+            Command::Subscribe { after, reply } => self.deliver(Held::Subscription { after, reply }),
             Command::Park => {
                 self.persist().await;
                 self.hibernate(true);
             }
             Command::Snapshot { reply } => {
-                let _ = reply.send(self.task.clone());
+                let task = self.task.clone();
+                self.deliver(Held::Ready(Box::new(move |stored| drop(reply.send(stored.map(|()| task))))));
             }
             Command::Cancel { reply } => {
                 self.env.executor.cancel(&self.task.id).await;
@@ -255,7 +268,7 @@ impl TaskActor {
                     TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None };
                 self.set_status(canceled);
                 let task = self.task.clone();
-                self.deliver(move || drop(reply.send(task)));
+                self.deliver(Held::Ready(Box::new(move |stored| drop(reply.send(stored.map(|()| task))))));
             }
             Command::Message { turn, reply } => self.on_message(*turn, reply),
         }
@@ -277,54 +290,6 @@ impl TaskActor {
         match is_terminal(state_of(self.task.status.as_ref())) {
             true => self.encoding.encoded(&self.task),
             false => EncodedTask::plain(self.task.clone()),
-        }
-    }
-
-    async fn persist(&mut self) {
-        if self.dirty == Dirty::Clean {
-            return;
-        }
-        // In a fleet the journal's write carries the Task too (never ahead of its events); a
-        // change without an event (a follow-up message in the history) still needs a save.
-        match self.flush().await {
-            Some(false) => {}
-            Some(true) | None => return,
-        }
-        let task = self.encoded_task();
-        match self.env.store.save_encoded(&self.handle.owner, task).await {
-            Ok(()) => self.dirty = Dirty::Clean,
-            Err(error) => {
-                tracing::warn!(task_id = %self.task.id, %error, "persisting the task failed")
-            }
-        }
-    }
-
-    /// Writes the journal's pending events, with the Task after them, to the fleet's store
-    /// (and its place in ListTasks when the state changed); whether it wrote anything, `None`
-    /// when writing failed. When another replica owns the task now, the actor stops
-    /// ([`Phase::Lost`]).
-    async fn flush(&mut self) -> Option<bool> {
-        let Some(journal) = &mut self.journal else {
-            return Some(false);
-        };
-        let reindex = self.dirty == Dirty::State;
-        match journal.flush(&self.handle.owner, &self.task, reindex).await {
-            Ok(Flushed::Done { wrote }) => {
-                if wrote {
-                    self.dirty = Dirty::Clean;
-                }
-                Some(wrote)
-            }
-            Ok(Flushed::Lost) => {
-                tracing::error!(task_id = %self.task.id, "another replica took this task over; stopping its actor here");
-                self.executions.abort_all();
-                self.phase = Phase::Lost;
-                None
-            }
-            Err(error) => {
-                tracing::warn!(task_id = %self.task.id, %error, "writing the task's events to the store failed");
-                None
-            }
         }
     }
 
@@ -412,7 +377,8 @@ impl TaskActor {
     fn publish(&mut self, change: Change) {
         let artifact = matches!(change, Change::Artifact(_));
         let mut payload = change.into_payload();
-        rules::stamp_generation(&mut self.task, payload.as_mut(), self.log.last_seq() + 1);
+        let seq = self.last_seq() + 1;
+        rules::stamp_generation(&mut self.task, payload.as_mut(), seq);
         self.message_pending = false;
         self.dirty = match (artifact, self.dirty) {
             (true, Dirty::Clean) => Dirty::Artifacts(std::time::Instant::now()),
@@ -424,14 +390,28 @@ impl TaskActor {
             // Nothing reads it: the log only counts it.
             return self.log.skip();
         };
-        let event = self.log.append(StreamResponse { payload: Some(payload) });
-        if let Some(journal) = &mut self.journal {
-            journal.record(event.clone());
+        let response = StreamResponse { payload: Some(payload) };
+        match &mut self.journal {
+            // In a fleet the event is shown once the store holds it (`writes.rs`).
+            Some(journal) => journal.record(Arc::new(TaskEvent::new(seq, response))),
+            None => {
+                let event = self.log.append(response);
+                self.show(event);
+            }
         }
+    }
+
+    /// Tells the webhooks of an event now in the log.
+    fn show(&self, event: Arc<TaskEvent>) {
         if let Some(observer) = &self.env.observer {
             let terminal = event.state().is_some_and(is_terminal);
             observer.published(&self.handle.owner, &self.task.id, event, terminal);
         }
+    }
+
+    /// The number of the task's newest event, shown or (in a fleet) not yet written.
+    fn last_seq(&self) -> u64 {
+        self.journal.as_ref().and_then(Journal::last_seq).unwrap_or_else(|| self.log.last_seq())
     }
 }
 

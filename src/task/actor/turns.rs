@@ -1,25 +1,20 @@
 //! A message's sender hearing back: a new task's starter, a follow-up's sender, and the
 //! callers of a blocking SendMessage, answered when their turn settles. In a fleet an answer
-//! waits until the store holds what it says (`deliver`).
+//! waits until the store holds what it says (`deliver`, and `writes.rs`).
 use tokio::sync::oneshot;
 
 use super::{Dirty, TaskActor};
 use crate::agent::RequestContext;
 use crate::error::A2aError;
 use crate::proto::TaskState;
-use crate::task::handle::{Answer, FollowUp, Reply, Started, Turn};
+use crate::task::encoded::EncodedTask;
+use crate::task::handle::{Answer, FollowUp, Reply, Started};
+use crate::task::journal::Held;
 use crate::task::metrics::{TaskMetrics, track_state};
 use crate::task::phase::{Phase, Starter};
 use crate::task::{rules, state_of};
 
 impl TaskActor {
-    /// Sends the answers held for the store (written now, or the actor ends).
-    pub(super) fn answer_deferred(&mut self) {
-        if let Some(journal) = &mut self.journal {
-            journal.answer_all();
-        }
-    }
-
     /// The starter, if the task is still starting; the phase is then [`Phase::NoTask`] until
     /// the caller says otherwise.
     pub(super) fn take_starter(&mut self) -> Option<Box<Starter>> {
@@ -49,10 +44,7 @@ impl TaskActor {
     /// until the turn settles.
     pub(super) fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
         match (reply.answer, done) {
-            (Answer::Follow, Some(done)) => {
-                let turn = Turn { subscription: self.subscription(None), done: Some(done) };
-                self.deliver(move || reply.send(Ok(Started::Turn(Box::new(turn)))));
-            }
+            (Answer::Follow, Some(done)) => self.deliver(Held::Turn { reply: reply.to, done }),
             _ => self.settling.push((exec, reply.to)),
         }
     }
@@ -122,7 +114,7 @@ impl TaskActor {
         {
             let (_, reply) = self.settling.swap_remove(i);
             let task = self.encoded_task();
-            self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));
+            self.deliver(settled(reply, task));
         }
     }
 
@@ -134,16 +126,12 @@ impl TaskActor {
         }
         let task = self.encoded_task();
         for (_, reply) in std::mem::take(&mut self.settling) {
-            let task = task.clone();
-            self.deliver(move || drop(reply.send(Ok(Started::Settled(task)))));
+            self.deliver(settled(reply, task.clone()));
         }
     }
+}
 
-    /// Sends an answer to a caller: at once, or in a fleet once the store has what it says.
-    pub(super) fn deliver(&mut self, answer: impl FnOnce() + Send + 'static) {
-        match &mut self.journal {
-            None => answer(),
-            Some(journal) => journal.defer(Box::new(answer)),
-        }
-    }
+/// A blocked caller's answer: the task as its turn settled, once stored.
+fn settled(reply: oneshot::Sender<Result<Started, A2aError>>, task: EncodedTask) -> Held {
+    Held::Ready(Box::new(move |stored| drop(reply.send(stored.map(|()| Started::Settled(task))))))
 }

@@ -2,8 +2,9 @@
 //! command, and a pool of dedicated connections for blocking reads, each call bounded by a
 //! named timeout and counted.
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
@@ -91,6 +92,13 @@ pub struct Redis {
     /// Idle dedicated connections; a blocking XREAD would stall every other command on a
     /// multiplexed connection, so each blocking read takes one of these for itself.
     blocking: Mutex<Vec<Conn>>,
+    /// When this process started talking to Redis, and (ms after that) when a call last
+    /// failed, or Redis last said it restarted: how long this replica has seen Redis without
+    /// a break ([`Redis::seen_for`]).
+    since: Instant,
+    trouble_ms: AtomicU64,
+    /// The `run_id` Redis gave last (a single node's: a new one means it restarted).
+    run_id: Mutex<Option<String>>,
 }
 
 impl Redis {
@@ -102,7 +110,15 @@ impl Redis {
                 format!("cannot reach Redis at {}: no answer within {:?}", target.address(), timeouts.connect)
             })?
             .map_err(|e| format!("cannot reach Redis at {}: {e}", target.address()))?;
-        let redis = Arc::new(Self { shared, target, timeouts, blocking: Mutex::new(Vec::new()) });
+        let redis = Arc::new(Self {
+            shared,
+            target,
+            timeouts,
+            blocking: Mutex::new(Vec::new()),
+            since: Instant::now(),
+            trouble_ms: AtomicU64::new(0),
+            run_id: Mutex::new(None),
+        });
         redis.query::<String>("ping", &redis::cmd("PING")).await.map_err(|e| e.to_string())?;
         Ok(redis)
     }
@@ -125,6 +141,41 @@ impl Redis {
     /// The timeouts in force.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
+    }
+
+    /// How long this replica has seen Redis answer without a break: since its last failed
+    /// call or the last restart of Redis it noticed (or since it connected). A fleet takes no
+    /// task over before it has seen Redis for a lease: an outage is not a death.
+    pub fn seen_for(&self) -> Duration {
+        let trouble = Duration::from_millis(self.trouble_ms.load(Ordering::Relaxed));
+        self.since.elapsed().saturating_sub(trouble)
+    }
+
+    /// Notes a break in this replica's sight of Redis, now.
+    fn trouble(&self) {
+        let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.trouble_ms.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Asks a single node for its `run_id` and notes a break when it changed (Redis restarted,
+    /// perhaps between two calls of this replica, losing leases that expired meanwhile). A
+    /// cluster's nodes answer for themselves; there, failed calls alone count.
+    pub async fn check_restart(&self) -> Result<(), A2aError> {
+        if self.is_cluster() {
+            return Ok(());
+        }
+        let info: String = self.query("info", redis::cmd("INFO").arg("server")).await?;
+        let run_id =
+            info.lines().find_map(|line| line.strip_prefix("run_id:")).map(|id| id.trim().to_owned());
+        let mut last = self.run_id.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some() && run_id.is_some() && *last != run_id {
+            tracing::warn!(address = %self.target.address(), "Redis restarted");
+            self.trouble();
+        }
+        if run_id.is_some() {
+            *last = run_id;
+        }
+        Ok(())
     }
 
     /// Runs one command on the shared connection.
@@ -187,6 +238,7 @@ impl Redis {
             Err(_) => format!("no answer within {limit:?}"),
         };
         metrics::counter!("a2a_redis_errors_total", "op" => op).increment(1);
+        self.trouble();
         tracing::warn!(op, address = %self.target.address(), %error, "Redis call failed");
         Err(A2aError::Unavailable(format!(
             "the task store (Redis at {}) is unavailable: {op} failed: {error}",

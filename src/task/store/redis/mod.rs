@@ -101,6 +101,16 @@ impl RedisStore {
         self.redis.address()
     }
 
+    /// How long this replica has seen Redis without a break (see `Redis::seen_for`).
+    pub fn seen_for(&self) -> Duration {
+        self.redis.seen_for()
+    }
+
+    /// Notes a restart of Redis since the last look (see `Redis::check_restart`).
+    pub async fn check_restart(&self) -> Result<(), A2aError> {
+        self.redis.check_restart().await
+    }
+
     /// Checks Redis answers now (for readiness).
     pub async fn ping(&self) -> Result<(), A2aError> {
         self.redis.query::<String>("ping", &redis::cmd("PING")).await.map(drop)
