@@ -222,6 +222,8 @@ pub enum Scenario {
     FleetFirstEvent,
     /// --fleet: per event, receipt on another replica minus receipt on the owner.
     FleetEventLatency,
+    /// --fleet: a follow-up on A, to the first update on a subscriber on A and on B.
+    FleetUpdateLatency,
     /// --fleet: a burst to subscribers spread evenly over the replicas.
     FleetFanout,
     /// --fleet: unary SendMessage in Redis mode (1 and N replicas) against memory mode.
@@ -231,7 +233,14 @@ pub enum Scenario {
 impl Scenario {
     /// Whether the scenario needs --fleet (and is the only kind --fleet runs).
     pub fn is_fleet(self) -> bool {
-        matches!(self, Self::FleetFirstEvent | Self::FleetEventLatency | Self::FleetFanout | Self::FleetUnary)
+        matches!(
+            self,
+            Self::FleetFirstEvent
+                | Self::FleetEventLatency
+                | Self::FleetUpdateLatency
+                | Self::FleetFanout
+                | Self::FleetUnary
+        )
     }
 }
 
@@ -319,6 +328,7 @@ impl Plan {
                 vec![
                     Scenario::FleetFirstEvent,
                     Scenario::FleetEventLatency,
+                    Scenario::FleetUpdateLatency,
                     Scenario::FleetFanout,
                     Scenario::FleetUnary,
                 ]

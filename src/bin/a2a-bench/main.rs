@@ -314,6 +314,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             }
             Scenario::FleetFirstEvent
             | Scenario::FleetEventLatency
+            | Scenario::FleetUpdateLatency
             | Scenario::FleetFanout
             | Scenario::FleetUnary => {}
             Scenario::Memory => {

@@ -146,6 +146,11 @@ async fn scenario_rows(
             let m = rounds(name, &BOTH, run, |label| scenarios::event_latency(on(label), l)).await;
             pair(name, &format!("replicas={n} E={} every {} ms", l.events, l.delay_ms), m)
         }
+        Scenario::FleetUpdateLatency => {
+            let (name, samples) = ("fleet-update-latency", (p.first_event_samples / 5).max(5));
+            let m = rounds(name, &BOTH, run, |label| scenarios::update_latency(on(label), samples)).await;
+            pair(name, &format!("replicas={n} samples={samples}"), m)
+        }
         Scenario::FleetFanout => {
             let (name, f) = ("fleet-fanout", &p.fanout);
             let m = rounds(name, &BOTH, run, |label| scenarios::fanout(on(label), f)).await;

@@ -11,7 +11,7 @@ use futures::future::join_all;
 use super::{Cluster, Per};
 use crate::BoxError;
 use crate::cli::LatencyParams;
-use crate::driver::{Conn, Sub, fresh_message, send_request, task_state_of, texts};
+use crate::driver::{CALL_TIMEOUT, Conn, Sub, fresh_message, send_request, task_state_of, texts};
 use crate::fanout::{Chunks, FanoutParams, fanout_with};
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric, percentile};
@@ -114,6 +114,51 @@ pub async fn first_event(cluster: &Cluster<'_>, samples: usize) -> Result<Measur
         notes.push(note);
     }
     Ok(Measured { metrics, notes })
+}
+
+/// fleet-update-latency: what a subscriber waits for an update. On a fresh idle `input` task of
+/// A's, one subscriber on A (the owner) and one on B; a follow-up (`returnImmediately`) makes
+/// A's agent finish the task; the time from sending it to the first update each subscriber
+/// receives, one sample at a time. In a fleet an update is shown only once the store holds it,
+/// on the owner too, so the A column includes that write; on the memory server A and B are
+/// two connections to the one server.
+pub async fn update_latency(cluster: &Cluster<'_>, samples: usize) -> Result<Measured, BoxError> {
+    let owner = cluster.replica(0).target.connect().await?;
+    let other = cluster.replica(1).target.connect().await?;
+    let (mut local, mut remote) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+    for i in 0..samples + WARMUP / 5 {
+        let task = idle_task(&owner).await?;
+        let (mut on_owner, _) = subscribe_for_snapshot(&owner, &task.id).await?;
+        let (mut on_other, _) = subscribe_for_snapshot(&other, &task.id).await?;
+        let sent = Instant::now();
+        let finish = owner.send(send_request(fresh_message("done", Some(&task.id)), true));
+        let (finished, a, b) =
+            tokio::join!(finish, first_update(&mut on_owner, sent), first_update(&mut on_other, sent));
+        finished?;
+        if i >= WARMUP / 5 {
+            local.push(a?);
+            remote.push(b?);
+        }
+    }
+    local.sort_unstable();
+    remote.sort_unstable();
+    let metrics = vec![
+        Metric::new("update on A p50", "µs", micros(&local, 0.50), Better::Lower),
+        Metric::new("update on A p99", "µs", micros(&local, 0.99), Better::Lower),
+        Metric::new("update on B p50", "µs", micros(&remote, 0.50), Better::Lower),
+        Metric::new("update on B p99", "µs", micros(&remote, 0.99), Better::Lower),
+    ];
+    Ok(Measured { metrics, notes: Vec::new() })
+}
+
+/// Nanoseconds from `sent` to the subscription's next item.
+async fn first_update(sub: &mut Sub, sent: Instant) -> Result<u64, String> {
+    match tokio::time::timeout(CALL_TIMEOUT, sub.next()).await {
+        Ok(Ok(Some(_))) => Ok(sent.elapsed().as_nanos() as u64),
+        Ok(Ok(None)) => Err("the stream ended before its first update".to_owned()),
+        Ok(Err(error)) => Err(format!("the stream failed: {error}")),
+        Err(_) => Err(format!("no update within {CALL_TIMEOUT:?}")),
+    }
 }
 
 /// Reads a subscription (keeping its connection) until it ends, so it never backs up.
