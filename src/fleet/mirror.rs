@@ -29,7 +29,7 @@ const BLOCK: Duration = Duration::from_secs(2);
 const IDLE: Duration = Duration::from_secs(5);
 
 /// Consecutive failed reads (Redis away) after which the follower gives up and its
-/// subscribers end with UNAVAILABLE, to resubscribe when the store is back.
+/// subscribers end with the resumable close, to resume when the store is back.
 const MAX_FAILURES: u32 = 5;
 
 /// Events taken per read.
@@ -131,7 +131,12 @@ impl Inner {
                 Err(error) => {
                     failures += 1;
                     if failures >= MAX_FAILURES {
-                        break Some(Some(error));
+                        // The resumable close: every event up to `last` was stored and shown,
+                        // so a subscriber resumes from it on any replica that reaches Redis.
+                        tracing::warn!(%task_id, %error, "a follower cannot read the task's stream");
+                        let why = "this replica cannot reach the task store".to_owned();
+                        let last_generation = last;
+                        break Some(Some(A2aError::StreamClosed { task_id: task_id.clone(), last_generation, why }));
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
