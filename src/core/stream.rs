@@ -10,8 +10,9 @@ use super::{Core, EventStream, state_name, validate};
 use crate::call::{CallContext, LAST_GENERATION};
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, SubscribeToTaskRequest, Task, TaskState, stream_response::Payload};
+use crate::task::fleet::CatchUp;
 use crate::task::handle::{Subscription, Turn};
-use crate::task::log::TaskEvent;
+use crate::task::log::{Feed, TaskEvent};
 use crate::task::quota::SubscriptionSlot;
 use crate::task::registry::{Found, with_live};
 use crate::task::view::trim_history;
@@ -22,9 +23,10 @@ impl Core {
     ///
     /// A resuming caller (the resume extension's `A2A-Last-Generation`, or SSE's
     /// `Last-Event-ID`; see `docs/extensions/resume.md`) gets exactly the updates after the
-    /// generation it names, with no Task first, when the task's log still holds them all;
-    /// otherwise the Task first as usual (its generation shows the jump). A generation the
-    /// task has not reached is INVALID_ARGUMENT.
+    /// generation it names, with no Task first, when the task's log still holds them all or,
+    /// in a fleet, the task's shared stream holds the ones the log lacks; otherwise the Task
+    /// first as usual (its generation shows the jump). A generation the task has not reached
+    /// is INVALID_ARGUMENT.
     pub async fn subscribe_to_task(
         &self,
         call: &CallContext,
@@ -42,18 +44,29 @@ impl Core {
             Found::Live(subscription) => {
                 let current = generation_of(&subscription.snapshot).max(subscription.feed.cursor());
                 check_not_ahead(&request.id, after, current)?;
-                // The feed starts at the caller's cursor only when the log held every event since.
-                let resumed = after == Some(subscription.feed.cursor());
+                // The feed starts at the caller's cursor when the log held every event since;
+                // otherwise the shared stream may hold the ones in between.
+                let catch_up = self.catch_up(&request.id, after, subscription.feed.cursor()).await;
+                let resumed = after == Some(subscription.feed.cursor()) || catch_up.is_some();
+                if after.is_some() {
+                    let from = match (&catch_up, resumed) {
+                        (Some(_), _) => "stream",
+                        (None, true) => "log",
+                        (None, false) => "task",
+                    };
+                    metrics::counter!("a2a_resumes_total", "from" => from).increment(1);
+                }
                 let ends = Ends {
                     shutdown: Some(self.draining()),
                     max_age: self.settings.max_stream,
                     slot: Some(slot),
                 };
-                Ok(subscription_stream(subscription, ends, resumed))
+                Ok(subscription_stream(subscription, catch_up, ends, resumed))
             }
             Found::Finished(task) if after.is_some() => {
                 // A resuming caller is never refused for being late: it gets the final Task.
                 check_not_ahead(&request.id, after, generation_of(&task))?;
+                metrics::counter!("a2a_resumes_total", "from" => "task").increment(1);
                 let snapshot = snapshot_event(Arc::unwrap_or_clone(task.clone()), generation_of(&task));
                 Ok(futures::stream::iter([Ok(snapshot)]).boxed())
             }
@@ -63,6 +76,21 @@ impl Core {
                 state_name(&task)
             ))),
         }
+    }
+}
+
+impl Core {
+    /// For a caller resuming after `after` whose feed starts later, at `feed_start`: the events
+    /// in between from the fleet's shared stream, when it still holds them. `None` on a single
+    /// server, without a gap, or when the stream was trimmed past the cursor: the Task first
+    /// is then the answer (also when the store fails here, as it is always correct).
+    async fn catch_up(&self, task_id: &str, after: Option<u64>, feed_start: u64) -> Option<CatchUp> {
+        let after = after.filter(|&after| after < feed_start)?;
+        let fleet = self.env.fleet.clone()?;
+        CatchUp::start(fleet, task_id, after, feed_start).await.unwrap_or_else(|error| {
+            tracing::warn!(%task_id, %error, "could not read the missed events; the Task goes first");
+            None
+        })
     }
 }
 
@@ -92,7 +120,7 @@ fn snapshot_event(snapshot: Task, seq: u64) -> Arc<TaskEvent> {
 /// nothing to add), the stream ends too rather than waiting for some later turn.
 pub(super) fn turn_stream(turn: Turn, history_length: Option<i32>, ends: Ends) -> EventStream {
     let Turn { subscription, done } = turn;
-    follow(subscription, history_length, ends, true, done, true)
+    follow(subscription, None, history_length, ends, true, done, true)
 }
 
 /// What ends a stream early, with a resumable close ([`A2aError::StreamClosed`]): the server
@@ -108,16 +136,24 @@ pub(super) struct Ends {
 }
 
 /// The stream of a SubscribeToTask call: the Task, then every event until the terminal one.
-/// A `resumed` one starts with the events after the caller's cursor, without the Task.
-fn subscription_stream(subscription: Subscription, ends: Ends, resumed: bool) -> EventStream {
-    follow(subscription, None, ends, false, None, !resumed)
+/// A `resumed` one starts with the events after the caller's cursor, without the Task: those
+/// of `catch_up` (from the shared stream), then the feed's.
+fn subscription_stream(
+    subscription: Subscription,
+    catch_up: Option<CatchUp>,
+    ends: Ends,
+    resumed: bool,
+) -> EventStream {
+    follow(subscription, catch_up, None, ends, false, None, !resumed)
 }
 
-/// Yields the snapshot, then the feed's events. A subscription ends after the terminal event;
-/// a `turn` also ends at an interrupted state, or when its execution is over (`done`) while
-/// the task waits. Draining or the maximum age ends it with a resumable close.
+/// Yields the snapshot, then the missed events of `catch_up`, then the feed's events. A
+/// subscription ends after the terminal event; a `turn` also ends at an interrupted state, or
+/// when its execution is over (`done`) while the task waits. Draining or the maximum age ends
+/// it with a resumable close.
 fn follow(
     subscription: Subscription,
+    mut catch_up: Option<CatchUp>,
     history_length: Option<i32>,
     ends: Ends,
     turn: bool,
@@ -138,7 +174,7 @@ fn follow(
         trim_history(&mut snapshot, history_length);
         let task_id = snapshot.id.clone();
         // The generation of the last item sent, for a resumable close.
-        let mut sent = feed.cursor();
+        let mut sent = catch_up.as_ref().map_or(feed.cursor(), CatchUp::cursor);
         if snapshot_first {
             yield Ok(snapshot_event(snapshot, feed.cursor()));
         }
@@ -158,7 +194,7 @@ fn follow(
                     yield Err(closed(task_id, sent, "the stream reached the server's maximum age"));
                     break;
                 }
-                next = feed.next() => match next {
+                next = next_event(&mut catch_up, &mut feed) => match next {
                     None => break,
                     Some(Err(error)) => {
                         yield Err(error);
@@ -186,6 +222,20 @@ fn follow(
         }
     }
     .boxed()
+}
+
+/// The next event: the missed ones of `catch_up` first, then the feed's.
+async fn next_event(
+    catch_up: &mut Option<CatchUp>,
+    feed: &mut Feed,
+) -> Option<Result<Arc<TaskEvent>, A2aError>> {
+    if let Some(missed) = catch_up {
+        if let Some(next) = missed.next().await {
+            return Some(next);
+        }
+        *catch_up = None;
+    }
+    feed.next().await
 }
 
 /// Resolves once the server starts draining; never, without a shutdown signal.

@@ -8,6 +8,9 @@
 //! keeps every event for it), then reads the stored (Task, seq S) pair. The follower only
 //! ever saw events the store already had, so S ≥ L: the feed skips to S and yields S+1, S+2,
 //! … — nothing the snapshot holds, nothing missed.
+//!
+//! A resuming subscriber whose cursor is older than the feed it gets here reads the events in
+//! between from the same stream ([`Inner::events_after`], through `task::fleet::CatchUp`).
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +20,9 @@ use super::Inner;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::StreamResponse;
+use crate::task::fleet::StoredEvents;
 use crate::task::handle::Subscription;
-use crate::task::log::{EventLog, Feed};
+use crate::task::log::{EventLog, Feed, TaskEvent};
 use crate::task::store::redis::EventBatch;
 use crate::task::{is_terminal, state_of};
 
@@ -152,6 +156,25 @@ impl Inner {
         metrics::gauge!("a2a_fleet_followers").decrement(1.0);
     }
 
+    /// Up to `max` of the task's events right after `after`, read at once from its stream
+    /// (on the shared connection: a resuming subscriber's catch-up, not a follower).
+    pub(super) async fn events_after(
+        &self,
+        task_id: &str,
+        after: u64,
+        max: usize,
+    ) -> Result<StoredEvents, A2aError> {
+        match self.store.read_events(task_id, after, None, max).await? {
+            EventBatch::Trimmed { .. } => Ok(StoredEvents::Trimmed),
+            EventBatch::Events(events) => {
+                let decoded = events.into_iter().map(|(seq, bytes)| {
+                    Ok(Arc::new(TaskEvent::new(seq, decode_event(task_id, seq, &bytes)?)))
+                });
+                decoded.collect::<Result<_, A2aError>>().map(StoredEvents::Events)
+            }
+        }
+    }
+
     /// Appends events read from the stream to the follower's log; whether the task ended.
     fn append_all(
         &self,
@@ -161,9 +184,7 @@ impl Inner {
         last: &mut u64,
     ) -> Result<bool, A2aError> {
         for (seq, bytes) in events {
-            let response = StreamResponse::decode(bytes.as_ref()).map_err(|e| {
-                A2aError::Internal(format!("event {seq} of task {task_id} in the store does not decode: {e}"))
-            })?;
+            let response = decode_event(task_id, seq, &bytes)?;
             let event = log.append_encoded(response, bytes);
             *last = seq;
             if event.state().is_some_and(is_terminal) {
@@ -191,4 +212,11 @@ impl Inner {
             followers.remove(task_id);
         }
     }
+}
+
+/// Event `seq` of a task as its stream holds it.
+fn decode_event(task_id: &str, seq: u64, bytes: &[u8]) -> Result<StreamResponse, A2aError> {
+    StreamResponse::decode(bytes).map_err(|e| {
+        A2aError::Internal(format!("event {seq} of task {task_id} in the store does not decode: {e}"))
+    })
 }

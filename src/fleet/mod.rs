@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::fleet::{Fleet, Forward, Forwarded};
+use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents};
 use crate::task::handle::Subscription;
 use crate::task::log::{EventLog, SubscriberCount};
 use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
@@ -216,6 +216,10 @@ impl Fleet for RedisFleet {
         after: Option<u64>,
     ) -> Result<Option<Subscription>, A2aError> {
         self.0.follow(owner, task_id, after).await
+    }
+
+    async fn events_after(&self, task_id: &str, after: u64, max: usize) -> Result<StoredEvents, A2aError> {
+        self.0.events_after(task_id, after, max).await
     }
 
     async fn forward(

@@ -4,13 +4,18 @@
 //! A trait, so the task layer (and the core above it) never knows which engine carries the
 //! fleet (Redis, in `crate::fleet`). On a single server there is no fleet and every task is
 //! local.
+//!
+//! [`CatchUp`] is how a resuming subscriber gets the events its log cannot give it from the
+//! fleet's shared stream instead of a snapshot.
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::TaskEnv;
 use super::handle::{Answer, FollowUp, Started, Subscription, TaskHandle};
+use super::log::TaskEvent;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -80,6 +85,10 @@ pub trait Fleet: Send + Sync + 'static {
         after: Option<u64>,
     ) -> Result<Option<Subscription>, A2aError>;
 
+    /// Up to `max` of the task's events right after `after`, as the shared stream holds them
+    /// (every event stored is there until the stream is trimmed past it).
+    async fn events_after(&self, task_id: &str, after: u64, max: usize) -> Result<StoredEvents, A2aError>;
+
     /// Hands `command` to the replica that owns the task and waits for its answer; `Ok(None)`
     /// when no replica owns it now.
     async fn forward(
@@ -101,6 +110,123 @@ pub trait Fleet: Send + Sync + 'static {
     /// Why calls cannot be served now, when the last health check found the store away:
     /// refusing them at once beats answering from this replica's memory alone.
     fn unavailable(&self) -> Option<A2aError>;
+}
+
+/// What the shared stream holds after a position ([`Fleet::events_after`]).
+pub enum StoredEvents {
+    /// The events right after it, consecutive; none when nothing after it is stored yet.
+    Events(Vec<Arc<TaskEvent>>),
+    /// The event right after it is gone: the stream was trimmed past it.
+    Trimmed,
+}
+
+/// Events read from the shared stream per round trip: what one catching-up subscriber holds.
+const PAGE: usize = 64;
+
+/// How long a catch-up waits for an event its feed's log holds but the stream does not yet (a
+/// log that shows events before they are stored) before it ends with a resumable close.
+const UNSTORED_WAIT: Duration = Duration::from_secs(2);
+
+/// The events a resuming subscriber missed that its feed does not hold, read from the fleet's
+/// shared stream: `(after, upto]`, where `after` is the generation the subscriber saw last and
+/// its feed yields `upto + 1` onwards. One place for both ways a feed starts late: this replica
+/// follows another replica's task with a log that starts after the cursor, or owns the task
+/// but its log dropped (or never held) the events since.
+///
+/// Read a page at a time as the subscriber takes them, so a long gap costs memory for one
+/// page, not for the gap; the feed's log keeps what arrives meanwhile within its own bounds,
+/// as it does for any slow subscriber.
+pub struct CatchUp {
+    fleet: Arc<dyn Fleet>,
+    task_id: String,
+    /// The last event yielded (at first the subscriber's cursor).
+    cursor: u64,
+    /// The last event to read here; the feed yields the ones after.
+    upto: u64,
+    page: std::vec::IntoIter<Arc<TaskEvent>>,
+}
+
+impl CatchUp {
+    /// The catch-up of `(after, upto]` for `task_id`, its first page read; `None` when the
+    /// stream does not hold event `after + 1` (trimmed past it, or not stored): the subscriber
+    /// needs the Task instead.
+    pub async fn start(
+        fleet: Arc<dyn Fleet>,
+        task_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Option<Self>, A2aError> {
+        let empty = Vec::new().into_iter();
+        let mut catch_up = Self { fleet, task_id: task_id.to_owned(), cursor: after, upto, page: empty };
+        match catch_up.read_page().await? {
+            StoredEvents::Events(page) if !page.is_empty() => {
+                catch_up.page = page.into_iter();
+                Ok(Some(catch_up))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The generation of the last event yielded (before the first: the subscriber's cursor).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// The next missed event; `None` once the feed's start is reached. An error ends it: the
+    /// stream was trimmed past the next event meanwhile (`SUBSCRIBER_LAGGED`, as a feed the
+    /// log left behind), the store does not answer, or it does not hold the next event yet
+    /// after [`UNSTORED_WAIT`] (a resumable close).
+    pub async fn next(&mut self) -> Option<Result<Arc<TaskEvent>, A2aError>> {
+        let mut waited = Duration::ZERO;
+        loop {
+            if let Some(event) = self.page.next() {
+                self.cursor = event.seq;
+                return Some(Ok(event));
+            }
+            if self.cursor >= self.upto {
+                return None;
+            }
+            let failure = match self.read_page().await {
+                Ok(StoredEvents::Events(page)) if !page.is_empty() => {
+                    self.page = page.into_iter();
+                    continue;
+                }
+                Ok(StoredEvents::Events(_)) if waited < UNSTORED_WAIT => {
+                    let pause = Duration::from_millis(20);
+                    tokio::time::sleep(pause).await;
+                    waited += pause;
+                    continue;
+                }
+                Ok(StoredEvents::Events(_)) => A2aError::StreamClosed {
+                    task_id: self.task_id.clone(),
+                    last_generation: self.cursor,
+                    why: "the task's next event is not stored yet".into(),
+                },
+                Ok(StoredEvents::Trimmed) => A2aError::SubscriberLagged {
+                    task_id: self.task_id.clone(),
+                    missed: self.upto - self.cursor,
+                },
+                Err(error) => error,
+            };
+            self.upto = self.cursor;
+            return Some(Err(failure));
+        }
+    }
+
+    /// The next page after the cursor, never past `upto`, checked to be consecutive.
+    async fn read_page(&self) -> Result<StoredEvents, A2aError> {
+        let max = (self.upto - self.cursor).min(PAGE as u64) as usize;
+        let read = self.fleet.events_after(&self.task_id, self.cursor, max).await?;
+        if let StoredEvents::Events(page) = &read
+            && (page.len() > max || page.iter().zip(self.cursor + 1..).any(|(event, seq)| event.seq != seq))
+        {
+            return Err(A2aError::Internal(format!(
+                "the stored events of task {} after {} are not the next ones",
+                self.task_id, self.cursor
+            )));
+        }
+        Ok(read)
+    }
 }
 
 /// Where a live task's actor is: here, or on another replica of the fleet. The core asks

@@ -157,10 +157,16 @@ impl ItemStream {
 
 impl Client {
     pub async fn connect(server: &TestServer, binding: Binding, version: &str) -> Self {
+        Self::to(server.url(), server.client().await, binding, version)
+    }
+
+    /// A client of the server at `base` (`http://IP:PORT`, e.g. a fleet's replica), whose gRPC
+    /// calls go through `grpc`.
+    pub fn to(base: String, grpc: A2aServiceClient<Channel>, binding: Binding, version: &str) -> Self {
         Self {
             binding,
-            base: server.url(),
-            grpc: server.client().await,
+            base,
+            grpc,
             http: reqwest::Client::new(),
             version: version.to_owned(),
             headers: Vec::new(),
