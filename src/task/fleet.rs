@@ -8,7 +8,6 @@
 //! [`CatchUp`] is how a resuming subscriber gets the events its log cannot give it from the
 //! fleet's shared stream instead of a snapshot.
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -123,10 +122,6 @@ pub enum StoredEvents {
 /// Events read from the shared stream per round trip: what one catching-up subscriber holds.
 const PAGE: usize = 64;
 
-/// How long a catch-up waits for an event its feed's log holds but the stream does not yet (a
-/// log that shows events before they are stored) before it ends with a resumable close.
-const UNSTORED_WAIT: Duration = Duration::from_secs(2);
-
 /// The events a resuming subscriber missed that its feed does not hold, read from the fleet's
 /// shared stream: `(after, upto]`, where `after` is the generation the subscriber saw last and
 /// its feed yields `upto + 1` onwards. One place for both ways a feed starts late: this replica
@@ -174,10 +169,9 @@ impl CatchUp {
 
     /// The next missed event; `None` once the feed's start is reached. An error ends it: the
     /// stream was trimmed past the next event meanwhile (`SUBSCRIBER_LAGGED`, as a feed the
-    /// log left behind), the store does not answer, or it does not hold the next event yet
-    /// after [`UNSTORED_WAIT`] (a resumable close).
+    /// log left behind), or the store does not answer or lacks the event (a feed only shows
+    /// stored events, so it cannot; the resumable close, should it ever).
     pub async fn next(&mut self) -> Option<Result<Arc<TaskEvent>, A2aError>> {
-        let mut waited = Duration::ZERO;
         loop {
             if let Some(event) = self.page.next() {
                 self.cursor = event.seq;
@@ -191,16 +185,10 @@ impl CatchUp {
                     self.page = page.into_iter();
                     continue;
                 }
-                Ok(StoredEvents::Events(_)) if waited < UNSTORED_WAIT => {
-                    let pause = Duration::from_millis(20);
-                    tokio::time::sleep(pause).await;
-                    waited += pause;
-                    continue;
-                }
                 Ok(StoredEvents::Events(_)) => A2aError::StreamClosed {
                     task_id: self.task_id.clone(),
                     last_generation: self.cursor,
-                    why: "the task's next event is not stored yet".into(),
+                    why: "the task's next event is not in its stream".into(),
                 },
                 Ok(StoredEvents::Trimmed) => A2aError::SubscriberLagged {
                     task_id: self.task_id.clone(),
