@@ -154,7 +154,7 @@ echo "listen 127.0.0.1:$http_port;" >"$conf/listen-http.conf"
     for name in a2a_grpc a2a_http; do
         echo "upstream $name {"
         for port in "${replica_ports[@]}"; do
-            echo "    server 127.0.0.1:$port;"
+            echo "    server 127.0.0.1:$port max_fails=0;"
         done
         echo "    keepalive 16;"
         echo "}"
