@@ -1,9 +1,10 @@
 # Build: a release binary from the locked dependency graph. protox compiles the protos, so no protoc.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock build.rs rustfmt.toml ./
-COPY proto ./proto
-COPY src ./src
+# The whole tree, less what .dockerignore leaves out (VCS, build outputs, docs, deploy files):
+# everything Cargo.toml names (benches, examples, tests) comes along as it is added. CI
+# (.ci/docker_context.py) rebuilds from exactly this context, so a missing file fails there.
+COPY . .
 # `--build-arg FEATURES=otel` adds OpenTelemetry export (--otlp-endpoint).
 ARG FEATURES=""
 RUN cargo build --release --locked --bin a2a-server --features "$FEATURES"
