@@ -38,20 +38,41 @@ pub struct Replica {
     /// Its `--replica-id`.
     pub id: String,
     process: ServerProcess,
+    /// Every flag it was started with, for [`Replica::restart`].
+    args: Vec<String>,
 }
 
 impl Replica {
     /// Starts one replica on `store` under `prefix`. `args` come last; without a `--lease-ms`
     /// among them the replica gets [`LEASE_MS`].
     pub fn start(store: &str, prefix: &str, id: &str, args: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", store, prefix, id, args)
+    }
+
+    /// [`Replica::start`] listening on `listen` (`IP:PORT`): a replica a load balancer names by
+    /// its port, which a [`Replica::restart`] keeps.
+    pub fn start_at(listen: &str, store: &str, prefix: &str, id: &str, args: &[&str]) -> Self {
         let lease = LEASE_MS.to_string();
-        let mut all = vec!["--listen", "127.0.0.1:0", "--store", store, "--redis-prefix", prefix];
+        let mut all = vec!["--listen", listen, "--store", store, "--redis-prefix", prefix];
         all.extend(["--replica-id", id]);
         if !args.contains(&"--lease-ms") {
             all.extend(["--lease-ms", &lease]);
         }
         all.extend_from_slice(args);
-        Self { id: id.to_owned(), process: ServerProcess::start(&all) }
+        let process = ServerProcess::start(&all);
+        Self { id: id.to_owned(), process, args: all.into_iter().map(str::to_owned).collect() }
+    }
+
+    /// Starts the process again with the same flags (after it exited or was killed): on the
+    /// same address when it was started with a port of its own ([`Replica::start_at`]).
+    pub fn restart(&mut self) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.process = ServerProcess::start(&args);
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.process.alive()
     }
 
     /// `IP:PORT` (every binding).

@@ -11,6 +11,7 @@ pub mod bindings;
 pub mod certs;
 pub mod failure;
 pub mod fleet;
+pub mod nginx;
 pub mod normalise;
 pub mod process;
 pub mod raw_http;

@@ -1,5 +1,7 @@
 //! Real `redis-server` processes for tests: one node, or a three-node Redis Cluster, each on
-//! free ports with persistence off, killed on drop.
+//! free ports, killed on drop. Persistence is off, except for a node started with
+//! [`RedisServer::start_with_aof`]: the fault suite stops, kills and restarts it on the same port
+//! and data directory, and it comes back with what its append-only file holds.
 //!
 //! Without a `redis-server` binary the tests skip loudly, except in CI (`CI=true`), where the
 //! Redis tests must run and a missing binary is a failure.
@@ -44,19 +46,29 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// `appendfsync` (`always`, `everysec`) with the append-only file on; `None`: no persistence.
+    appendfsync: Option<&'static str>,
     child: Option<Child>,
 }
 
 impl RedisServer {
     /// A single node on a free port, or `None` (after the loud message) without the binary.
     pub fn start() -> Option<Self> {
-        available().then(|| Self::spawn(free_port(), false))
+        available().then(|| Self::spawn(free_port(), false, None))
     }
 
-    fn spawn(port: u16, cluster: bool) -> Self {
+    /// A single node with the append-only file on and `appendfsync` as given (`always`,
+    /// `everysec`), or `None` (after the loud message) without the binary. A
+    /// [`RedisServer::restart`] after [`RedisServer::shutdown`] or [`RedisServer::kill9`] loads
+    /// what the file holds.
+    pub fn start_with_aof(appendfsync: &'static str) -> Option<Self> {
+        available().then(|| Self::spawn(free_port(), false, Some(appendfsync)))
+    }
+
+    fn spawn(port: u16, cluster: bool, appendfsync: Option<&'static str>) -> Self {
         let dir = std::env::temp_dir().join(format!("a2a-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Self { port, dir, cluster, child: None };
+        let mut server = Self { port, dir, cluster, appendfsync, child: None };
         server.restart();
         server
     }
@@ -74,20 +86,34 @@ impl RedisServer {
         }
     }
 
-    /// Starts the process again on the same port (empty: persistence is off) and waits for it.
+    /// SIGKILL, as a crash: what the append-only file had not synced is gone.
+    pub fn kill9(&mut self) {
+        self.stop();
+    }
+
+    /// `SHUTDOWN`: Redis syncs its append-only file (if on) and exits; waits for the exit.
+    pub fn shutdown(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        let _ = ask(self.port, "SHUTDOWN");
+        let deadline = Instant::now() + START_TIMEOUT;
+        while child.try_wait().ok().flatten().is_none() {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts the process again on the same port and directory and waits for it: empty when
+    /// persistence is off, else with what the append-only file holds.
     pub fn restart(&mut self) {
         self.stop();
         let mut cmd = Command::new("redis-server");
-        cmd.args([
-            "--port",
-            &self.port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ]);
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""]);
+        match self.appendfsync {
+            Some(fsync) => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
+            None => cmd.args(["--appendonly", "no"]),
+        };
         cmd.arg("--dir").arg(&self.dir);
         if self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
@@ -96,6 +122,7 @@ impl RedisServer {
         let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("redis-server starts");
         self.child = Some(child);
         wait_until(
+            // A node loading its append-only file answers -LOADING until it is done.
             || ask(self.port, "PING").is_some_and(|r| r.starts_with("+PONG")),
             "redis-server answers PING",
         );
@@ -121,7 +148,7 @@ impl RedisCluster {
         if !available() {
             return None;
         }
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::spawn(free_port(), true)).collect();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::spawn(free_port(), true, None)).collect();
         let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let status = Command::new("redis-cli")
             .args(["--cluster", "create"])
