@@ -3,8 +3,8 @@
 //! `deploy/nginx/nginx.conf`, driven through nginx by blocking gRPC callers and by gRPC and SSE
 //! streaming clients while something fails:
 //!
-//! - (a) Redis shut down (its AOF synced) for longer than the lease, then started again;
-//! - (b) Redis killed with `kill -9` under `appendfsync always`, down longer than the lease;
+//! - (a) Redis shut down (its AOF synced) for longer than the lease, then started again (twice);
+//! - (b) Redis killed with `kill -9` under `appendfsync always`, down longer than the lease (twice);
 //! - (c) a rolling restart (SIGTERM, wait for the exit, start again on the same port) of all
 //!   three replicas, 3-2-1 then 1-2-3;
 //! - (d) `kill -9` of the replica that owns running tasks, followed on both survivors.
@@ -20,7 +20,9 @@
 //!
 //! The scenarios run one after another (the table needs them all, and two cores cannot run
 //! them side by side); the table goes straight to stderr, so `cargo test` shows it. The
-//! replicas' and nginx's logs of the last run are kept in `target/tmp/fleet-faults/`.
+//! replicas', nginx's and the clients' logs of a run are kept in `target/tmp/fleet-faults/<pid>/`
+//! (a scenario's `-findings.log` lists every finding, its `-clients.log` everything each client
+//! got, its `-timeline.log` what the suite did when). `FLEET_FAULTS=ab` runs only (a) and (b).
 //!
 //! Without `redis-server` or nginx the suite skips loudly, except under `CI=true`, where it fails.
 mod common;
@@ -54,6 +56,9 @@ const DEATH_SLACK: Duration = Duration::from_secs(5);
 /// How long Redis stays down in (a) and (b): longer than the lease.
 const OUTAGE: Duration = Duration::from_millis(2000 + 2000);
 
+/// How many times Redis goes away in (a) and (b).
+const OUTAGES: usize = 2;
+
 /// How long read-back waits for tasks to finish after the clients stop.
 const SETTLE: Duration = Duration::from_secs(40);
 
@@ -72,8 +77,8 @@ enum Fault {
 impl Fault {
     fn name(self) -> String {
         match self {
-            Fault::RedisShutdown => format!("(a) Redis SHUTDOWN {:.0?}, AOF everysec", OUTAGE),
-            Fault::RedisKill9 => format!("(b) Redis kill -9 {:.0?}, AOF always", OUTAGE),
+            Fault::RedisShutdown => format!("(a) Redis SHUTDOWN {OUTAGES}x{OUTAGE:.0?}, AOF everysec"),
+            Fault::RedisKill9 => format!("(b) Redis kill -9 {OUTAGES}x{OUTAGE:.0?}, AOF always"),
             Fault::RollingRestart => "(c) rolling restart 3-2-1, 1-2-3".to_owned(),
             Fault::OwnerKill9 => "(d) kill -9 of an owner".to_owned(),
         }
@@ -113,13 +118,8 @@ impl Stage {
             })
             .collect();
         let nginx = Nginx::start(&ports).expect("nginx (checked before)");
-        let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fleet-faults");
+        let logs = logs_dir();
         std::fs::create_dir_all(&logs).unwrap();
-        for name in std::fs::read_dir(&logs).unwrap().flatten().map(|e| e.path()) {
-            if name.file_name().is_some_and(|n| n.to_string_lossy().starts_with(fault.tag())) {
-                let _ = std::fs::remove_file(name);
-            }
-        }
         let stage = Self { redis, replicas, ports, nginx, logs };
         stage.note(
             fault,
@@ -161,6 +161,23 @@ impl Stage {
     }
 }
 
+/// This run's log directory, `target/tmp/fleet-faults/<pid>`: two runs at once (two engineers'
+/// `cargo test` on one checkout) must not write into each other's files.
+fn logs_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fleet-faults").join(std::process::id().to_string())
+}
+
+/// Removes the log directories of earlier runs whose process is gone.
+fn clear_old_logs() {
+    let Ok(entries) = std::fs::read_dir(logs_dir().parent().unwrap()) else { return };
+    for path in entries.flatten().map(|e| e.path()) {
+        let pid = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if pid.parse::<u32>().is_ok() && !PathBuf::from(format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 fn clients(stage: &Stage, ledger: &Arc<Ledger>) -> Arc<Clients> {
     Clients::new(ledger.clone(), stage.nginx.grpc_url(), stage.nginx.http_url())
 }
@@ -174,14 +191,17 @@ async fn redis_outage(fault: Fault) -> Row {
     let ledger = Arc::new(Ledger::new(policy));
     let clients = clients(&stage, &ledger);
     let handles = clients.start(3, 4);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    stage.note(fault, if kill { "redis kill -9" } else { "redis SHUTDOWN" });
-    tokio::task::block_in_place(|| if kill { stage.redis.kill9() } else { stage.redis.shutdown() });
-    tokio::time::sleep(OUTAGE).await;
-    stage.note(fault, "redis restarting");
-    tokio::task::block_in_place(|| stage.redis.restart());
-    stage.note(fault, "redis up");
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Twice: what goes wrong depends on which writes are in flight at the moment Redis goes.
+    for _ in 0..OUTAGES {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stage.note(fault, if kill { "redis kill -9" } else { "redis SHUTDOWN" });
+        tokio::task::block_in_place(|| if kill { stage.redis.kill9() } else { stage.redis.shutdown() });
+        tokio::time::sleep(OUTAGE).await;
+        stage.note(fault, "redis restarting");
+        tokio::task::block_in_place(|| stage.redis.restart());
+        stage.note(fault, "redis up");
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
     stage.note(fault, "clients stopping");
     clients.stop(handles).await;
     stage.note(fault, "clients stopped; reading back");
@@ -451,6 +471,7 @@ async fn faults_lose_nothing_through_nginx() {
         return;
     }
     let started = Instant::now();
+    clear_old_logs();
     let faults = [Fault::RedisShutdown, Fault::RedisKill9, Fault::RollingRestart, Fault::OwnerKill9];
     let only = std::env::var("FLEET_FAULTS").unwrap_or_default();
     let mut rows = Vec::new();
@@ -461,10 +482,6 @@ async fn faults_lose_nothing_through_nginx() {
         rows.push(row);
     }
     say(&table(&rows));
-    say(&format!(
-        "fleet faults: {:.1?} in all; logs in {}/fleet-faults\n",
-        started.elapsed(),
-        env!("CARGO_TARGET_TMPDIR")
-    ));
+    say(&format!("fleet faults: {:.1?} in all; logs in {}\n", started.elapsed(), logs_dir().display()));
     assert!(broken_all.is_empty(), "the fleet broke its promises under faults:\n{}", broken_all.join("\n"));
 }

@@ -111,16 +111,29 @@ async fn send(
     request: SendMessageRequest,
 ) -> Option<a2a_server::proto::Task> {
     let deadline = Instant::now() + GIVE_UP;
+    // A task an UNAVAILABLE answer named: the call created it, so a retry (the same
+    // messageId) must be answered with it, not with a second task.
+    let mut named: Option<String> = None;
     loop {
         match tokio::time::timeout(Duration::from_secs(20), client.send_message(request.clone())).await {
             Ok(Ok(answer)) => match answer.into_inner().payload {
-                Some(send_message_response::Payload::Task(task)) => return Some(task),
+                Some(send_message_response::Payload::Task(task)) => {
+                    if let Some(first) = named.filter(|first| *first != task.id) {
+                        let text = format!(
+                            "a retry was answered with task {}, an earlier try named task {first}",
+                            task.id
+                        );
+                        clients.ledger.gap(who, text);
+                    }
+                    return Some(task);
+                }
                 other => {
                     clients.ledger.failed(who, format!("SendMessage answered {other:?}"));
                     return None;
                 }
             },
             Ok(Err(status)) => {
+                named = named.or_else(|| task_named(status.message()));
                 let failure = Failure::from_status(&status);
                 clients.ledger.error(who, "SendMessage", failure.reason.as_deref(), &failure.text);
             }
@@ -132,6 +145,13 @@ async fn send(
         }
         tokio::time::sleep(BACKOFF).await;
     }
+}
+
+/// The task id an error message names ("… task <uuid>'s writes …"), if any.
+fn task_named(message: &str) -> Option<String> {
+    let at = message.find("task ")? + "task ".len();
+    let id: String = message[at..].chars().take_while(|c| c.is_ascii_hexdigit() || *c == '-').collect();
+    (id.len() == 36).then_some(id)
 }
 
 /// Starts a streaming task, follows it to its end with a second subscriber beside it; again.
