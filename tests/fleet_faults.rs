@@ -190,7 +190,7 @@ async fn redis_outage(fault: Fault) -> Row {
     let policy = Policy { excused: DURING_OUTAGE, expected_end: TaskState::Completed };
     let ledger = Arc::new(Ledger::new(policy));
     let clients = clients(&stage, &ledger);
-    let handles = clients.start(3, 4);
+    let handles = clients.start(3, 6);
     // Twice: what goes wrong depends on which writes are in flight at the moment Redis goes.
     for _ in 0..OUTAGES {
         tokio::time::sleep(Duration::from_secs(3)).await;
