@@ -13,7 +13,9 @@ use prost::Message as _;
 
 use a2a_server::proto::{Artifact, Part, Task, TaskPushNotificationConfig, TaskState, TaskStatus, part};
 use a2a_server::task::encoded::EncodedTask;
-use a2a_server::task::store::{Cursor, PushConfigLimits, Retention, TaskQuery, TaskStore};
+use a2a_server::task::store::{
+    Cursor, PushConfigLimits, Retention, SentRecord, SentState, TaskQuery, TaskStore,
+};
 
 /// A task of `context` in `state`, its status stamped `secs` after an arbitrary epoch.
 pub fn task(id: &str, context: &str, state: TaskState, secs: i64) -> Arc<Task> {
@@ -74,6 +76,11 @@ where
     push_configs_cap_per_principal(make(Retention { max_finished: 1, ..keep_all }).await).await;
     retention_by_count(make(Retention { max_finished: 2, ..keep_all }).await).await;
     retention_by_age(make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await).await;
+    sent_records_claim_once_and_swap(make(keep_all).await).await;
+    sent_records_last_the_retention_age(
+        make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await,
+    )
+    .await;
 }
 
 /// A retention that evicts nothing in these cases.
@@ -368,4 +375,49 @@ async fn a_page_ignores_other_owners_tasks(store: Arc<dyn TaskStore>) {
     // Paging through them in threes sees each once, in order.
     assert_eq!(every_page(&store, &alice, 3, 10).await, mine);
     assert_eq!(store.list(&bob, &query(1)).await.unwrap().total, 50_000);
+}
+
+/// A SendMessage record claimed by `claim` for task `task_id`.
+fn claimed(claim: &str, task_id: &str) -> SentRecord {
+    let state = SentState::Claimed { task_id: task_id.into(), claim: claim.into(), alive_ms: 1 };
+    SentRecord { fingerprint: [3; 32], state }
+}
+
+/// Idempotent SendMessage's records: of many claims at once exactly one wins and the others
+/// read it; a swap replaces only the record it names; ids are scoped by owner, whatever they
+/// hold.
+async fn sent_records_claim_once_and_swap(store: Arc<dyn TaskStore>) {
+    let (alice, bob) = (owner("alice"), owner("bob"));
+    let id = "m}:{1/x";
+    let claims = (0..16).map(|i| {
+        let store = store.clone();
+        let alice = alice.clone();
+        async move { (i, store.claim_sent(&alice, id, &claimed(&format!("c{i}"), "t")).await.unwrap()) }
+    });
+    let outcomes = futures::future::join_all(claims).await;
+    let winners: Vec<usize> = outcomes.iter().filter(|(_, held)| held.is_none()).map(|(i, _)| *i).collect();
+    assert_eq!(winners.len(), 1, "exactly one claim wins: {winners:?}");
+    let winner = claimed(&format!("c{}", winners[0]), "t");
+    for (_, held) in &outcomes {
+        assert!(held.as_ref().is_none_or(|held| *held == winner), "the others read the winner's record");
+    }
+    assert_eq!(store.claim_sent(&bob, id, &claimed("b", "t")).await.unwrap(), None, "bob's own id");
+
+    let reply = SentRecord { fingerprint: [3; 32], state: SentState::Replied(vec![0, 1, 2, 255].into()) };
+    assert!(!store.swap_sent(&alice, id, &claimed("c99", "t"), Some(&reply)).await.unwrap(), "not held");
+    assert!(store.swap_sent(&alice, id, &winner, Some(&reply)).await.unwrap());
+    assert_eq!(store.claim_sent(&alice, id, &claimed("x", "t")).await.unwrap(), Some(reply.clone()));
+    assert!(store.swap_sent(&alice, id, &reply, None).await.unwrap());
+    assert!(!store.swap_sent(&alice, id, &reply, None).await.unwrap(), "removed already");
+    assert_eq!(store.claim_sent(&alice, id, &claimed("y", "t")).await.unwrap(), None, "free again");
+    assert_eq!(store.claim_sent(&bob, id, &claimed("z", "t")).await.unwrap(), Some(claimed("b", "t")));
+}
+
+/// A record goes after the retention age, as a finished task does.
+async fn sent_records_last_the_retention_age(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    assert_eq!(store.claim_sent(&alice, "m", &claimed("a", "t")).await.unwrap(), None);
+    assert!(store.claim_sent(&alice, "m", &claimed("b", "t")).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(store.claim_sent(&alice, "m", &claimed("c", "t")).await.unwrap(), None, "expired");
 }

@@ -4,6 +4,7 @@
 pub mod memory;
 pub mod push_configs;
 pub mod redis;
+pub mod sent;
 pub mod url;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::task::encoded::EncodedTask;
 pub use memory::{MemoryStore, Retention};
 pub use push_configs::PushConfigLimits;
 pub use redis::{RedisOptions, RedisStore};
+pub use sent::{Fingerprint, SentRecord, SentState};
 pub use url::{RedisTarget, StoreUrl};
 
 /// The filters and page of a ListTasks call, already validated.
@@ -129,6 +131,26 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Removes a push notification config; removing a missing one is not an error.
     async fn delete_push_config(&self, owner: &Owner, task_id: &str, config_id: &str)
     -> Result<(), A2aError>;
+
+    /// Idempotent SendMessage (`core/idempotent.rs`): stores `record` as what `owner`'s
+    /// `message_id` stands for, unless a record is there already, in one atomic step; `None`
+    /// when `record` was stored, else the record that was there (and is kept). A record lasts
+    /// the retention age from its claim, or less when retention's count or bytes need room.
+    async fn claim_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        record: &SentRecord,
+    ) -> Result<Option<SentRecord>, A2aError>;
+    /// Replaces `owner`'s record of `message_id` with `new` (removes it, with `None`) if it is
+    /// still `old`, in one atomic step, keeping its expiry; whether it was.
+    async fn swap_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        old: &SentRecord,
+        new: Option<&SentRecord>,
+    ) -> Result<bool, A2aError>;
 }
 
 #[cfg(test)]

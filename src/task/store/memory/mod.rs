@@ -16,6 +16,7 @@
 mod index;
 mod ranked;
 mod retention;
+mod sent;
 mod stored;
 
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::push_configs::PushConfigTable;
-use super::{PushConfigLimits, TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::{PushConfigLimits, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
@@ -35,6 +36,7 @@ use crate::task::{TaskIdHasher, is_terminal, state_of};
 use index::{Entry, Indexes, Position};
 use retention::{Counted, Finished};
 pub use retention::{DEFAULT_MAX_BYTES, Retention};
+use sent::SentTable;
 use stored::Stored;
 
 /// Finished tasks evicted per critical section, and how far past the count saves let them
@@ -75,12 +77,19 @@ struct State {
 pub struct MemoryStore {
     retention: Retention,
     state: Mutex<State>,
+    /// The SendMessage records (`sent.rs`), under a lock of their own: a claim never waits
+    /// for a save or a listing.
+    sent: Mutex<SentTable>,
 }
 
 impl MemoryStore {
     /// An empty store with the given retention.
     pub fn new(retention: Retention) -> Self {
-        Self { retention, state: Mutex::new(State::default()) }
+        Self { retention, state: Mutex::new(State::default()), sent: Mutex::default() }
+    }
+
+    fn sent(&self) -> std::sync::MutexGuard<'_, SentTable> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -324,6 +333,25 @@ impl TaskStore for MemoryStore {
     ) -> Result<(), A2aError> {
         self.lock().push_configs.delete(owner, task_id, config_id);
         Ok(())
+    }
+
+    async fn claim_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        record: &SentRecord,
+    ) -> Result<Option<SentRecord>, A2aError> {
+        Ok(self.sent().claim(&self.retention, Instant::now(), owner, message_id, record))
+    }
+
+    async fn swap_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        old: &SentRecord,
+        new: Option<&SentRecord>,
+    ) -> Result<bool, A2aError> {
+        Ok(self.sent().swap(&self.retention, Instant::now(), owner, message_id, old, new))
     }
 }
 

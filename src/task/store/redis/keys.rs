@@ -92,6 +92,13 @@ impl Keys {
         self.owner_key(owner_id, "meta")
     }
 
+    /// STRING: what the owner's `messageId` stands for (`SentRecord::encode`), with the
+    /// retention age as its expiry: idempotent SendMessage. In the owner's slot; the message
+    /// id is encoded like every client string in a key.
+    pub fn sent(&self, owner_id: &str, message_id: &str) -> String {
+        self.owner_key(owner_id, &format!("sent:{}", encode(message_id)))
+    }
+
     /// SET of one principal's push configs, `<owner id>/<task id>/<config id>` (ids encoded),
     /// for the per-principal cap; a principal spans tenants, so this is not an owner key.
     pub fn principal_push(&self, principal: &str) -> String {
@@ -178,6 +185,7 @@ mod tests {
         assert_eq!(keys.task("x}:{y"), "a2a:{x%7D%3A%7By}:task");
         let owner = Owner { tenant: "t:1".into(), principal: "p/}".into() };
         assert_eq!(keys.owner_index(&owner_id(&owner)), "a2a:{o:t%3A1:p%2F%7D}:all");
+        assert_eq!(keys.sent(&owner_id(&owner), "m}:{x"), "a2a:{o:t%3A1:p%2F%7D}:sent:m%7D%3A%7Bx");
         assert!(parse_member("short").is_none());
     }
 }

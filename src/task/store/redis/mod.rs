@@ -11,6 +11,7 @@
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
+//! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:{finished}` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
 //! | `P:{finished}:sizes` | HASH | member → bytes it holds; `#` → their sum | none |
@@ -28,6 +29,7 @@ mod list;
 mod push_quota;
 mod replica;
 mod scripts;
+mod sent;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ use self::conn::{Part, Redis};
 use self::keys::{Keys, encode, owner_id, position};
 use super::push_configs::per_task_refused;
 use super::url::{RedisTarget, StoreUrl};
-use super::{PushConfigLimits, Retention, TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::{PushConfigLimits, Retention, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Task, TaskPushNotificationConfig};
@@ -348,6 +350,25 @@ impl TaskStore for RedisStore {
         let cmd = redis::cmd("HDEL").arg(self.keys.push(task_id)).arg(field).to_owned();
         self.redis.query::<i64>("delete_push_config", &cmd).await?;
         self.release_push(owner, task_id, config_id).await
+    }
+
+    async fn claim_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        record: &SentRecord,
+    ) -> Result<Option<SentRecord>, A2aError> {
+        self.claim_sent_record(owner, message_id, record).await
+    }
+
+    async fn swap_sent(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        old: &SentRecord,
+        new: Option<&SentRecord>,
+    ) -> Result<bool, A2aError> {
+        self.swap_sent_record(owner, message_id, old, new).await
     }
 }
 
