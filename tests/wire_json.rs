@@ -101,7 +101,11 @@ async fn jsonrpc_ids_come_back_exactly_as_sent() {
         format!(r#"{{"jsonrpc":"2.0","id":{big},"method":"SendMessage","params":{{"message":{message}}}}}"#);
     let (_, text) = post_text(&server, "/", &body).await;
     assert!(text.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{big},"result":"#)), "{text}");
-    let body = body.replace("\"SendMessage\"", "\"SendStreamingMessage\"");
+    // A message of its own: the same one again would be answered as a retry, one event.
+    let message = json_message("hello").to_string();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{big},"method":"SendStreamingMessage","params":{{"message":{message}}}}}"#
+    );
     let response = reqwest::Client::new()
         .post(server.url())
         .header("content-type", "application/json")

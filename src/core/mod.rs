@@ -5,11 +5,14 @@
 //! knows about gRPC, HTTP or JSON.
 //!
 //! One file per concept, each adding its RPCs to [`Core`]: `send.rs` (SendMessage,
-//! SendStreamingMessage), `stream.rs` (the Task-then-events streams, SubscribeToTask),
+//! SendStreamingMessage; a retried message is answered, not run again, by `idempotent.rs`
+//! with `fingerprint.rs`), `stream.rs` (the Task-then-events streams, SubscribeToTask),
 //! `tasks.rs` (GetTask, ListTasks, CancelTask), `push_config.rs` (the four push-config RPCs),
 //! `validate.rs` (request checks) and `rate.rs` (requests per second per principal). This file
 //! holds what they share: the settings, the admission checks and the lookups of a caller's
 //! task.
+mod fingerprint;
+mod idempotent;
 mod push_config;
 mod rate;
 mod send;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
+use super::fingerprint::fingerprint;
+use super::idempotent::{self, Claimed, Earlier, Sent};
 use super::stream::{Ends, turn_stream};
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
@@ -16,12 +18,14 @@ use crate::proto::{
     TaskState, TaskStatus, send_message_response, stream_response::Payload,
 };
 use crate::task::encoded::EncodedTask;
-use crate::task::handle::{Answer, FollowUp, Started};
+use crate::task::handle::{Answer, FollowUp, Started, Turn};
 use crate::task::log::TaskEvent;
 use crate::task::now;
 use crate::task::quota::SubscriptionSlot;
 use crate::task::registry::{Found, with_live};
+use crate::task::rules::settles;
 use crate::task::spawn::{StartingTask, start_task};
+use crate::task::state_of;
 
 /// What SendMessage answers, with the task shared rather than copied: the gRPC binding
 /// encodes it straight from the copy the actor and the store share, or copies the encoding
@@ -63,6 +67,9 @@ impl Core {
     /// The request is checked and taken apart before the future exists (as in every entry
     /// point here), so the future holds only what the rest of the call needs: the request's
     /// bytes are not copied into it and on with every layer that awaits it.
+    ///
+    /// A message its caller sent already is answered with that call's outcome and not run
+    /// again (`idempotent.rs`).
     pub fn send_message_shared<'a>(
         &'a self,
         call: &CallContext,
@@ -74,7 +81,20 @@ impl Core {
         let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
         let begun = self.admit(call).and_then(|()| begin(self, call, request, answer, false));
         async move {
-            let task = match begun?.0.started().await? {
+            let (begun, _, sent) = begun?;
+            let owner = sent.owner.clone();
+            let started = match idempotent::claim(self, sent).await? {
+                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
+                Claimed::Earlier(Earlier::Task(task_id)) => {
+                    let task = match answer {
+                        Answer::Follow => self.current_task(&owner, &task_id).await?,
+                        Answer::Settle => idempotent::settled_task(self, &owner, &task_id).await?,
+                    };
+                    return Ok(SendOutcome::Task(EncodedTask::plain(task).trimmed(history_length)));
+                }
+            };
+            let task = match started {
                 Started::Message(message) => return Ok(SendOutcome::Message(message)),
                 Started::Turn(turn) => EncodedTask::plain(turn.subscription.snapshot),
                 Started::Settled(task) => task,
@@ -96,13 +116,18 @@ impl Core {
             .and_then(|()| self.require_streaming())
             .and_then(|()| begin(self, call, request, Answer::Follow, true));
         async move {
-            let (begun, slot) = begun?;
-            Ok(match begun.started().await? {
-                Started::Message(message) => {
-                    let event =
-                        TaskEvent::new(0, StreamResponse { payload: Some(Payload::Message(message)) });
-                    futures::stream::iter([Ok(Arc::new(event))]).boxed()
+            let (begun, slot, sent) = begun?;
+            let owner = sent.owner.clone();
+            let started = match idempotent::claim(self, sent).await? {
+                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
+                Claimed::Earlier(Earlier::Task(task_id)) => {
+                    drop((begun, slot));
+                    return self.follow_earlier(&owner, &task_id, history_length).await;
                 }
+            };
+            Ok(match started {
+                Started::Message(message) => one(Payload::Message(message), 0),
                 Started::Turn(turn) => {
                     let ends =
                         Ends { shutdown: Some(self.draining()), max_age: self.settings.max_stream, slot };
@@ -112,6 +137,47 @@ impl Core {
             })
         }
     }
+
+    /// A retried SendStreamingMessage whose message an earlier call gave to `task_id`: the
+    /// task, then its updates until it is terminal or interrupted, as the first call's stream
+    /// ran (just the task, if it is there already).
+    async fn follow_earlier(
+        &self,
+        owner: &Owner,
+        task_id: &str,
+        history_length: Option<i32>,
+    ) -> Result<EventStream, A2aError> {
+        let slot = self.subscriptions.open(owner, task_id)?;
+        let subscription = match idempotent::subscribe(self, owner, task_id).await? {
+            Found::Live(subscription) => subscription,
+            Found::Finished(task) => {
+                return Ok(one(Payload::Task(trimmed(&task, history_length)), generation(&task)));
+            }
+        };
+        let snapshot = &subscription.snapshot;
+        if settles(state_of(snapshot.status.as_ref())) {
+            return Ok(one(Payload::Task(trimmed(snapshot, history_length)), subscription.feed.cursor()));
+        }
+        let ends =
+            Ends { shutdown: Some(self.draining()), max_age: self.settings.max_stream, slot: Some(slot) };
+        Ok(turn_stream(Turn { subscription, done: None }, history_length, ends))
+    }
+}
+
+/// A stream of one item.
+fn one(payload: Payload, seq: u64) -> EventStream {
+    let event = TaskEvent::new(seq, StreamResponse { payload: Some(payload) });
+    futures::stream::iter([Ok(Arc::new(event))]).boxed()
+}
+
+/// A copy of `task` with at most `history_length` messages of history.
+fn trimmed(task: &Arc<Task>, history_length: Option<i32>) -> Task {
+    EncodedTask::plain(task.clone()).trimmed(history_length).into_parts().0.as_ref().clone()
+}
+
+/// A task's generation as a log position.
+fn generation(task: &Task) -> u64 {
+    task.generation.max(0) as u64
 }
 
 /// A validated message, handed on: what remains is to hear how its task started.
@@ -142,15 +208,17 @@ async fn started(starting: StartingTask) -> Result<Started, A2aError> {
 }
 
 /// Validates a SendMessage request and hands the message to a new task or to the live task
-/// it names, answered as `answer` asks. A `stream` takes its subscription slot first, and
-/// gets it back to hold while it lasts. Synchronous: nothing of the request outlives it.
+/// it names, answered as `answer` asks; nothing runs until the [`Begun`] is awaited, which the
+/// caller does once the message is claimed ([`Sent`]). A `stream` takes its subscription slot
+/// first, and gets it back to hold while it lasts. Synchronous: nothing of the request
+/// outlives it.
 fn begin<'a>(
     core: &'a Core,
     call: &CallContext,
     request: SendMessageRequest,
     answer: Answer,
     stream: bool,
-) -> Result<(Begun<'a>, Option<SubscriptionSlot>), A2aError> {
+) -> Result<(Begun<'a>, Option<SubscriptionSlot>, Sent), A2aError> {
     validate::parts(&request, core.settings.max_parts)?;
     validate::struct_values(&request, core.settings.max_struct_values)?;
     validate::send_message(&request)?;
@@ -163,9 +231,17 @@ fn begin<'a>(
     let mut message = message.ok_or_else(|| A2aError::invalid_field("message", "is required"))?;
     let owner = call.owner(&tenant)?;
     let open_slot = |task_id: &str| stream.then(|| core.subscriptions.open(&owner, task_id)).transpose();
+    let sent = |task_id: &str, new_task: bool, message: &Message| Sent {
+        owner: owner.clone(),
+        message_id: message.message_id.clone(),
+        fingerprint: fingerprint(message, metadata.as_ref()),
+        task_id: task_id.to_owned(),
+        new_task,
+    };
 
     if !message.task_id.is_empty() {
         let slot = open_slot(&message.task_id)?;
+        let sent = sent(&message.task_id, false, &message);
         let follow_up = FollowUp {
             message,
             extensions: call.extensions.clone(),
@@ -175,10 +251,12 @@ fn begin<'a>(
             if_generation_match: configuration.if_generation_match,
         };
         let started = continue_task(core, owner, follow_up, inline_push, answer);
-        return Ok((Begun::Boxed(Box::pin(started)), slot));
+        return Ok((Begun::Boxed(Box::pin(started)), slot, sent));
     }
 
     let task_id = crate::proto::new_id();
+    // As the client sent it: before the task and context ids are filled in.
+    let sent = sent(&task_id, true, &message);
     core.env.limits.check_first(&task_id, &message)?;
     let reservation = core.env.live.reserve(&owner.principal, &task_id)?;
     let slot = open_slot(&task_id)?;
@@ -222,7 +300,7 @@ fn begin<'a>(
             Begun::Boxed(Box::pin(with_webhook(core, owner, config, starting)))
         }
     };
-    Ok((begun, slot))
+    Ok((begun, slot, sent))
 }
 
 /// Starts a new task whose message carries a webhook: registered before the agent runs, so

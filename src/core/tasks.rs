@@ -141,7 +141,7 @@ impl Core {
 
     /// The task as it is now: from its actor while live, else from the store (where a
     /// hibernated task is as its actor left it).
-    async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
+    pub(super) async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
         if let Some(handle) = self.env.registry.get(owner, task_id)
             && let Some(task) = handle.snapshot().await
         {

@@ -1,0 +1,288 @@
+//! Idempotent SendMessage: a message whose `messageId` its caller (owner: tenant + principal)
+//! already sent, within task retention, is answered with the first call's outcome, and starts
+//! no execution (spec §3.3.1: servers MAY use `messageId` to detect duplicates). Clients and
+//! load balancers retry on UNAVAILABLE, GOAWAY and resets; without this, a retry of a call the
+//! server had already accepted made a second task and ran the agent again.
+//!
+//! ## The record
+//! The store keeps one record per owner and `messageId` (`task::store::sent`), claimed in one
+//! atomic step before the agent runs (a map under a lock, or one Redis script), so of two calls
+//! at once, on one replica or two, exactly one runs. It holds the message's fingerprint
+//! (`fingerprint.rs`: the same id with another message is refused, INVALID_ARGUMENT naming
+//! `message.messageId`), and either
+//! - **a claim**: the task the message goes to (a new task's id, chosen before the agent runs,
+//!   or the task a follow-up names), with when the claiming call last said it runs; or
+//! - **a reply**: the agent's direct Message, written before the first caller is answered.
+//!
+//! A message that went to a task is in that task's history: the task *is* the outcome, so the
+//! record never needs to say "done", and a quick task's SendMessage costs one claim and no
+//! second write. A retry that finds a claim looks for its message in the task's history:
+//! - there: the answer is that task, as it is now (a blocking SendMessage waits until it is
+//!   terminal or interrupted, as the first call did; a SendStreamingMessage gets the task, then
+//!   its updates until then);
+//! - not yet, and the claim's call still runs: the retry waits (at most [`IN_FLIGHT_WAIT`],
+//!   then UNAVAILABLE) for the task to appear, the reply to be recorded, or the claim to go;
+//! - not there, and the claim went quiet ([`STALE`]: its call refreshes it every
+//!   [`HEARTBEAT`] while it waits for its outcome): its call is gone (a replica died before the
+//!   task's first write, the caller dropped the call before the agent's reply, or retention
+//!   dropped the task), so the message is free again: the retry takes the claim and runs.
+//!
+//! A call refused (an agent that fails before its first event, a follow-up its task refused)
+//! removes its claim, so a retry runs anew. One answered UNAVAILABLE keeps it: its message may
+//! be in its task (in a fleet, a caller answered so because the store kept refusing the task's
+//! write), and its retry then finds the task; if not, the claim goes stale. A reply whose
+//! record cannot be written is answered anyway (the caller has it; only a retry of it would run
+//! again), with a warning.
+//!
+//! ## What it costs
+//! Memory: one map operation per SendMessage. Redis: one round trip (the claim script) before
+//! the agent runs, none after for a task, one more for a direct reply. A call whose message is
+//! not in a task after [`HEARTBEAT`] (a slow first event; a follow-up's blocking turn, whose
+//! task this replica cannot see take the message) refreshes its claim once per heartbeat.
+//! Retries pay their polling.
+//!
+//! ## Limits, argued
+//! - A record lasts the retention age from its claim (Redis `PX`; the memory store also drops
+//!   the oldest beyond retention's count and reply bytes). A retry after that, or after its
+//!   task left retention, runs anew.
+//! - The configuration is not fingerprinted: a retry with another `historyLength`,
+//!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
+//! - A call dropped by its client while its new task's agent has not sent a first event for
+//!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
+//! - Limits (live tasks, subscriptions) are checked before the claim, as for any call.
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prost::Message as _;
+
+use super::Core;
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::{Message, Role, Task};
+use crate::task::handle::{Started, Subscription};
+use crate::task::registry::{Found, with_live};
+use crate::task::rules::settles;
+use crate::task::state_of;
+use crate::task::store::{Fingerprint, SentRecord, SentState};
+
+/// How often a call waiting for its outcome says its claim is still held.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A claim not refreshed for this long whose message no task holds belongs to a call that is
+/// gone (three missed heartbeats: slack for a busy replica, and for clocks that differ a
+/// little between replicas).
+const STALE: Duration = Duration::from_secs(6);
+
+/// How long a retry waits for a first call that still runs to hand its message to a task or
+/// record its reply; then UNAVAILABLE (the client retries again). Longer than [`STALE`], so a
+/// retry that finds a dead call's claim outlasts it, and well within a client's deadline.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(10);
+
+/// A waiting retry looks again after this, doubling up to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(10);
+const MAX_POLL: Duration = Duration::from_millis(500);
+
+/// A message as deduplication knows it: whose, its id, its fingerprint, where it goes.
+pub(super) struct Sent {
+    pub owner: Owner,
+    pub message_id: String,
+    pub fingerprint: Fingerprint,
+    /// The task the message goes to: new (its id chosen already), or the one it follows up.
+    pub task_id: String,
+    /// Whether the message starts that task.
+    pub new_task: bool,
+}
+
+/// What claiming a message found.
+pub(super) enum Claimed {
+    /// The message is this call's to run.
+    Run(Claim),
+    /// An earlier call sent it: answer with its outcome.
+    Earlier(Earlier),
+}
+
+/// The outcome of an earlier call with the same message.
+pub(super) enum Earlier {
+    /// The agent's direct reply.
+    Message(Message),
+    /// The task that holds the message.
+    Task(String),
+}
+
+/// This call's claim on its message, held while it runs.
+pub(super) struct Claim {
+    sent: Sent,
+    record: SentRecord,
+}
+
+/// Claims `sent`'s messageId for this call, or finds the earlier call's outcome (waiting for
+/// one that still runs). INVALID_ARGUMENT when the id was sent with another message.
+pub(super) async fn claim(core: &Core, sent: Sent) -> Result<Claimed, A2aError> {
+    let store = &core.env.store;
+    let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
+    let claim_id = crate::proto::new_id();
+    let mut pause = FIRST_POLL;
+    loop {
+        let state =
+            SentState::Claimed { task_id: sent.task_id.clone(), claim: claim_id.clone(), alive_ms: now_ms() };
+        let mine = SentRecord { fingerprint: sent.fingerprint, state };
+        let Some(theirs) = store.claim_sent(&sent.owner, &sent.message_id, &mine).await? else {
+            return Ok(Claimed::Run(Claim { sent, record: mine }));
+        };
+        if theirs.fingerprint != sent.fingerprint {
+            return Err(A2aError::invalid_field(
+                "message.messageId",
+                format!(
+                    "{:?} was already sent with another message; a new message needs a new id",
+                    sent.message_id
+                ),
+            ));
+        }
+        match &theirs.state {
+            SentState::Replied(bytes) => {
+                let message = Message::decode(&bytes[..])
+                    .map_err(|e| A2aError::Internal(format!("a recorded reply does not decode: {e}")))?;
+                return Ok(Claimed::Earlier(Earlier::Message(message)));
+            }
+            SentState::Claimed { task_id, alive_ms, .. } => {
+                if accepted(core, &sent.owner, task_id, &sent.message_id).await? {
+                    return Ok(Claimed::Earlier(Earlier::Task(task_id.clone())));
+                }
+                if now_ms().saturating_sub(*alive_ms) > millis(STALE) {
+                    // Its call is gone without handing the message on: free it, and claim again.
+                    store.swap_sent(&sent.owner, &sent.message_id, &theirs, None).await?;
+                    continue;
+                }
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(A2aError::Unavailable(format!(
+                "an earlier call with messageId {:?} is still running; retry later",
+                sent.message_id
+            )));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_POLL);
+    }
+}
+
+impl Claim {
+    /// Runs `work`, this call's execution of its message, refreshing the claim meanwhile; then
+    /// settles the claim by the outcome (a direct reply is recorded before it is answered; a
+    /// failure that left the message with no task frees the messageId).
+    pub(super) async fn run(
+        self,
+        core: &Core,
+        work: impl Future<Output = Result<Started, A2aError>>,
+    ) -> Result<Started, A2aError> {
+        let Self { sent, mut record } = self;
+        let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
+        let mut work = std::pin::pin!(work);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                outcome = &mut work => break outcome,
+                () = tokio::time::sleep(HEARTBEAT) => {
+                    if sent.new_task && core.env.registry.get(owner, &sent.task_id).is_some() {
+                        // The task exists here, its first message in its history: the claim
+                        // needs no refreshing (a long blocking call writes nothing more).
+                        continue;
+                    }
+                    let fresh = alive_now(&record);
+                    match store.swap_sent(owner, message_id, &record, Some(&fresh)).await {
+                        Ok(true) => record = fresh,
+                        // Gone (retention made room): nothing is left to keep alive.
+                        Ok(false) => {}
+                        Err(error) => tracing::warn!(%error, "refreshing a SendMessage claim failed"),
+                    }
+                }
+            }
+        };
+        let settled = match &outcome {
+            Ok(Started::Message(message)) => {
+                let state = SentState::Replied(message.encode_to_vec().into());
+                let replied = SentRecord { fingerprint: sent.fingerprint, state };
+                store.swap_sent(owner, message_id, &record, Some(&replied)).await.map(drop)
+            }
+            // The task's history holds the message: the task is the outcome.
+            Ok(Started::Turn(_) | Started::Settled(_)) => Ok(()),
+            // The task may hold the message even so (a caller held for a write the store kept
+            // refusing; a forwarded follow-up that timed out): the claim stays, and goes stale
+            // unless a task holds the message. Looking now would hold this answer up.
+            Err(A2aError::Unavailable(_)) => Ok(()),
+            // Refused, by the task or the agent before its first event: nothing holds it.
+            Err(_) => store.swap_sent(owner, message_id, &record, None).await.map(drop),
+        };
+        if let Err(error) = settled {
+            tracing::warn!(%error, message_id, "recording a SendMessage outcome failed; a retry of it may run again");
+        }
+        outcome
+    }
+}
+
+/// Whether `owner`'s task `task_id` holds the user message `message_id` (the message reached
+/// it); false when there is no such task.
+async fn accepted(core: &Core, owner: &Owner, task_id: &str, message_id: &str) -> Result<bool, A2aError> {
+    match core.current_task(owner, task_id).await {
+        Ok(task) => Ok(holds(&task, message_id)),
+        Err(A2aError::TaskNotFound(_)) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+fn holds(task: &Task, message_id: &str) -> bool {
+    task.history.iter().any(|m| m.message_id == message_id && m.role == Role::User as i32)
+}
+
+/// `record` said to be alive now.
+fn alive_now(record: &SentRecord) -> SentRecord {
+    let mut fresh = record.clone();
+    if let SentState::Claimed { alive_ms, .. } = &mut fresh.state {
+        *alive_ms = now_ms();
+    }
+    fresh
+}
+
+/// An earlier call's task for a blocking SendMessage: once it is terminal or interrupted, as
+/// the first call was answered.
+pub(super) async fn settled_task(core: &Core, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
+    loop {
+        let subscription = match subscribe(core, owner, task_id).await? {
+            Found::Live(subscription) => subscription,
+            Found::Finished(task) => return Ok(task),
+        };
+        if settles(state_of(subscription.snapshot.status.as_ref())) {
+            return Ok(subscription.snapshot);
+        }
+        let mut feed = subscription.feed;
+        while let Some(Ok(event)) = feed.next().await {
+            if event.state().is_some_and(settles) {
+                break;
+            }
+        }
+        drop(feed);
+        // The task now: settled, unless it moved on already (then it is followed again).
+        let task = core.current_task(owner, task_id).await?;
+        if settles(state_of(task.status.as_ref())) {
+            return Ok(task);
+        }
+    }
+}
+
+/// The live task and a feed of its updates, or the finished task.
+pub(super) async fn subscribe(
+    core: &Core,
+    owner: &Owner,
+    task_id: &str,
+) -> Result<Found<Subscription>, A2aError> {
+    with_live(&core.env, owner, task_id, |handle| async move { handle.subscribe(None).await }).await
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(millis).unwrap_or(0)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,103 @@
+//! Idempotent SendMessage across a fleet (`src/core/idempotent.rs`): three real `a2a-server`
+//! replicas on one real `redis-server`. The same SendMessage sent to two replicas at once runs
+//! once (one atomic claim in Redis): both answers name the one task that exists, and one
+//! task was started fleet-wide. A retry on another replica gets the first call's direct reply,
+//! or the follow-up's task without a second turn.
+//!
+//! Without `redis-server` these tests skip loudly, except under `CI=true`, where they fail.
+mod common;
+
+use a2a_server::proto::send_message_response::Payload as Reply;
+use a2a_server::proto::{ListTasksRequest, Message, SendMessageRequest, Task, TaskState};
+use common::fleet::{Fleet, within};
+use common::redis::{RedisCluster, RedisServer};
+use common::*;
+
+const A: usize = 0;
+const B: usize = 1;
+const C: usize = 2;
+const ALL: [usize; 3] = [A, B, C];
+
+async fn send_on(fleet: &Fleet, replica: usize, request: SendMessageRequest) -> Option<Reply> {
+    let mut client = fleet[replica].client().await;
+    let answer = within("SendMessage", client.send_message(request)).await;
+    answer.unwrap_or_else(|e| panic!("SendMessage on replica {replica}: {e:?}")).into_inner().payload
+}
+
+fn task(reply: Option<Reply>) -> Task {
+    match reply {
+        Some(Reply::Task(task)) => task,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+fn message(reply: Option<Reply>) -> Message {
+    match reply {
+        Some(Reply::Message(message)) => message,
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+/// The one SendMessage sent to A and B at the same moment.
+async fn one_call_on_two_replicas_runs_once(store: &str) {
+    let fleet = Fleet::start(3, store, &[]);
+    // Connected first, so that both calls leave together.
+    let (mut a, mut b) = (fleet[A].client().await, fleet[B].client().await);
+    let request = send("stream 3 100");
+    let (on_a, on_b) = within("both calls", async {
+        tokio::join!(a.send_message(request.clone()), b.send_message(request.clone()))
+    })
+    .await;
+    let on_a = task(on_a.expect("SendMessage on A").into_inner().payload);
+    let on_b = task(on_b.expect("SendMessage on B").into_inner().payload);
+    assert_eq!(on_a.id, on_b.id, "both answers name the same task");
+    for (replica, answer) in [(A, &on_a), (B, &on_b)] {
+        assert_eq!(state(answer), TaskState::Completed, "replica {replica} answered once the task ended");
+        assert_eq!(artifact_texts(answer).len(), 3, "replica {replica}: one run's chunks");
+    }
+    let mut c = fleet[C].client().await;
+    let listed = within("ListTasks", c.list_tasks(ListTasksRequest::default())).await.expect("ListTasks");
+    assert_eq!(listed.into_inner().total_size, 1, "exactly one task exists");
+    assert_eq!(fleet.metric_sum("a2a_tasks_started_total", &ALL).await, 1.0, "the agent ran once");
+}
+
+#[tokio::test]
+async fn the_same_send_to_two_replicas_at_once_runs_once() {
+    let Some(redis) = RedisServer::start() else { return };
+    one_call_on_two_replicas_runs_once(&redis.url()).await;
+}
+
+#[tokio::test]
+async fn on_a_redis_cluster_too_the_same_send_to_two_replicas_at_once_runs_once() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    one_call_on_two_replicas_runs_once(&cluster.url()).await;
+}
+
+#[tokio::test]
+async fn a_retry_on_another_replica_gets_the_first_outcome() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(3, &redis.url(), &[]);
+
+    let reply = send("message hello");
+    let first = message(send_on(&fleet, A, reply.clone()).await);
+    assert_eq!(message(send_on(&fleet, B, reply).await), first, "the recorded reply, not a new one");
+
+    let asked = task(send_on(&fleet, A, send("input")).await);
+    assert_eq!(state(&asked), TaskState::InputRequired);
+    let answer = follow_up(&asked, "blue");
+    let done = task(send_on(&fleet, B, answer.clone()).await);
+    assert_eq!(state(&done), TaskState::Completed);
+    // Run again, the follow-up would meet a completed task and be refused.
+    let again = task(send_on(&fleet, C, answer.clone()).await);
+    assert_eq!((again.id.as_str(), state(&again)), (asked.id.as_str(), TaskState::Completed));
+    assert_eq!(artifact_texts(&again), ["blue"]);
+    let message_id = &answer.message.as_ref().unwrap().message_id;
+    assert_eq!(again.history.iter().filter(|m| &m.message_id == message_id).count(), 1);
+
+    let mut other = answer;
+    other.message.as_mut().unwrap().parts = vec![a2a_server::agent::text_part("green")];
+    let mut c = fleet[C].client().await;
+    let refused = within("SendMessage", c.send_message(other)).await.expect_err("another message");
+    assert_a2a_error(&refused, tonic::Code::InvalidArgument, "INVALID_PARAMS");
+    assert!(refused.message().contains("messageId"), "{refused:?}");
+}
