@@ -173,7 +173,11 @@ impl Harness {
 
     /// Creates a task from a message of `text` (see [`QuickAgent`]) and returns its id.
     pub fn create_task(&self, text: &str) -> String {
-        let message = json!({"messageId": "harness", "role": "ROLE_USER", "parts": [{"text": text}]});
+        // A messageId of its own: a used one would be answered as a retry (or refused).
+        static MESSAGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MESSAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let message =
+            json!({"messageId": format!("harness-{n}"), "role": "ROLE_USER", "parts": [{"text": text}]});
         let reply = self.call_jsonrpc("SendMessage", json!({"message": message}));
         reply["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("no task in {reply}")).to_owned()
     }

@@ -79,10 +79,11 @@ pub async fn unary_spread(
             conns.push(target.connect_unary().await?);
         }
     }
-    // One request for every call (a fixed messageId: neither server dedupes them).
+    // One request for every call, each with a messageId of its own (`unary_load`): the server
+    // answers a messageId it has seen with the first call's outcome instead of running it.
     let request = send_request(user_message("bench-unary".into(), &p.text, None), false);
     let mut first = conns[0].clone();
-    let response_bytes = tokio::time::timeout(CALL_TIMEOUT, first.send(request.clone()))
+    let response_bytes = tokio::time::timeout(CALL_TIMEOUT, first.send(numbered(&request)))
         .await
         .map_err(|_| format!("SendMessage: no answer within {CALL_TIMEOUT:?}"))??
         .encoded_len();
@@ -173,6 +174,17 @@ fn bump(counter: &AtomicU64, by: u64) {
 /// owns its clients (no clone per call) and its latency histogram (no growing vector), and no
 /// timer is armed per call: the coordinator abandons a worker whose call has gone unanswered for
 /// [`UNARY_CALL_TIMEOUT`], counting that call as an error.
+/// `request` with a messageId no call of this process, or of another run, has sent.
+fn numbered(request: &SendMessageRequest) -> SendMessageRequest {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut request = request.clone();
+    if let Some(message) = request.message.as_mut() {
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        message.message_id = format!("bench-unary-{}-{n}", std::process::id());
+    }
+    request
+}
+
 async fn unary_load(
     conns: &[UnaryConn],
     concurrency: usize,
@@ -207,7 +219,7 @@ async fn unary_load(
                     }
                     let conn = &mut conns[next];
                     next = if next + 1 == count { 0 } else { next + 1 };
-                    let result = conn.send(request.clone()).await;
+                    let result = conn.send(numbered(&request)).await;
                     let answered = Instant::now();
                     match result {
                         Ok(_) => {
