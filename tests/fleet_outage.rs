@@ -151,3 +151,30 @@ async fn an_owner_that_loses_its_lease_ends_its_streams_resumably_at_the_last_st
         .unwrap();
     assert_eq!(stored.len(), 1, "generation {seen} is in the task's stream");
 }
+
+#[tokio::test]
+async fn a_call_elsewhere_while_a_running_tasks_lease_is_lapsed_does_not_take_it_from_its_owner() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(2, &redis.url(), &[]);
+    let mut a = fleet[A].client().await;
+    let mut stream = a.send_streaming_message(send("stream 20 100")).await.expect("stream").into_inner();
+    let id = task_id(&next(&mut stream).await.expect("the Task"));
+    next(&mut stream).await.expect("an update");
+    // The lease lapses while its owner lives (as when Redis was away longer than the lease);
+    // a subscriber on B comes before the owner renews it.
+    let client = ::redis::Client::open(redis.url()).expect("redis url");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
+    let lease = format!("{}:{{{id}}}:lease", fleet.prefix);
+    let _: i64 = ::redis::cmd("DEL").arg(&lease).query_async(&mut conn).await.unwrap();
+    let mut b = fleet[B].client().await;
+    let request = a2a_server::proto::SubscribeToTaskRequest { id: id.clone(), ..Default::default() };
+    let on_b = b.subscribe_to_task(request).await.expect("subscribe on B").into_inner();
+    let (items, end) = read_timed(on_b).await;
+    assert!(end.is_none(), "{end:?}");
+    assert_eq!(item_state(&items.last().expect("items").1), Some(TaskState::Completed), "B saw the end");
+    let (rest, end) = read_timed(stream).await;
+    assert!(end.is_none(), "the owner kept its task: {end:?}");
+    assert_eq!(item_state(&rest.last().expect("items").1), Some(TaskState::Completed));
+    let stored = b.get_task(GetTaskRequest { id, ..Default::default() }).await.expect("GetTask").into_inner();
+    assert_eq!(artifact_texts(&stored).len(), 20, "every chunk, from the agent that ran on A");
+}

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use super::fleet::TaskRef;
 use super::handle::TaskHandle;
 use super::spawn::revive;
-use super::{TaskEnv, TaskIdHasher, is_terminal, state_of};
+use super::{TaskEnv, TaskIdHasher, is_interrupted, is_terminal, state_of};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -119,7 +119,12 @@ where
                     if is_terminal(state_of(task.status.as_ref())) {
                         return Ok(Found::Finished(task));
                     }
-                    if fleet.claim(task_id).await? {
+                    // Only a task waiting for its client hibernates, so only such a task is
+                    // revived. A running one whose lease is free has an owner that is renewing
+                    // late (Redis was away) or died (a survivor will fail it): an actor here
+                    // would fence the live owner out and hold the task with no agent.
+                    let hibernated = is_interrupted(state_of(task.status.as_ref()));
+                    if hibernated && fleet.claim(task_id).await? {
                         TaskRef::Local(revive(env, owner.clone(), task, seq))
                     } else {
                         let (fleet, owner) = (fleet.clone(), owner.clone());
