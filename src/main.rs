@@ -196,7 +196,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
     }
     tracing::info!(%grpc_address, %http_address, agent = ?config.agent, "listening");
     let drain_timeout = std::time::Duration::from_secs(config.drain_timeout_secs);
-    let drain = running.drain(drain_timeout);
+    let drain = running.drain(drain_timeout).delay(std::time::Duration::from_millis(config.drain_delay_ms));
     tokio::spawn(async move {
         shutdown_signal().await;
         drain.run().await;

@@ -385,6 +385,19 @@ pub struct Config {
     #[arg(long, env = "A2A_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
 
+    /// Milliseconds the server keeps accepting connections after SIGTERM turned health and
+    /// readiness NOT_SERVING, for load balancers that probe them (calls meanwhile are served).
+    #[arg(long, env = "A2A_DRAIN_DELAY_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub drain_delay_ms: u64,
+
+    /// Milliseconds a connection with nothing in flight stays open once the server drains;
+    /// HTTP/1.1 answers meanwhile say `Connection: close` (HTTP/2 gets a GOAWAY at once), so a
+    /// load balancer about to reuse a kept-alive connection still gets its answer.
+    #[arg(long, env = "A2A_DRAIN_KEEPALIVE_GRACE_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub drain_keepalive_grace_ms: u64,
+
     /// The largest request a client may send, in bytes, on every binding: a gRPC (or grpc-web)
     /// message, a JSON-RPC or HTTP+JSON body. Larger ones are refused with PAYLOAD_TOO_LARGE.
     #[arg(long, env = "A2A_MAX_REQUEST_BYTES", default_value_t = crate::transport::request_size::DEFAULT_MAX_REQUEST_BYTES,

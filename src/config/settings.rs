@@ -146,6 +146,7 @@ impl Config {
             http2_keepalive_timeout: Duration::from_secs(self.http2_keepalive_timeout_secs),
             accept_backoff: Duration::from_millis(self.accept_backoff_ms),
             max_connection_age: secs(self.max_connection_age),
+            drain_keepalive_grace: Duration::from_millis(self.drain_keepalive_grace_ms),
         }
     }
 

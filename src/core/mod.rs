@@ -150,8 +150,8 @@ pub struct Core {
     subscriptions: Arc<Subscriptions>,
     /// Requests per second per principal, when limited.
     rate: Option<rate::RateLimit>,
-    /// True once the server is draining: new calls are refused and open streams end with
-    /// UNAVAILABLE so that clients resubscribe elsewhere.
+    /// True once the server is draining: open streams end with the resumable close so that
+    /// clients resubscribe elsewhere (calls are still served; see `begin_shutdown`).
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -208,8 +208,13 @@ impl Core {
         Self { env, push, settings, subscriptions, rate, shutdown: tokio::sync::watch::Sender::new(false) }
     }
 
-    /// Starts draining: new calls answer UNAVAILABLE, open streams end with UNAVAILABLE.
-    /// Unary calls already running (a blocking SendMessage included) go on.
+    /// Starts draining: open streams, and any opened from now on, end with the resumable close
+    /// (UNAVAILABLE, `STREAM_CLOSED`). Calls are still served: a call that reaches a draining
+    /// server came on a connection the client (a load balancer) opened before, and refusing it
+    /// fails it, since the balancer cannot know it was not acted on. Unary calls, running ones
+    /// and new ones alike, go on; a task started now runs here like the others until the drain
+    /// timeout. The server stops taking connections (`server/drain.rs`), which moves new calls
+    /// elsewhere.
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
     }
@@ -283,16 +288,12 @@ impl Core {
     }
 
     /// Every call passes here first: a credential (when required), the caller's request rate,
-    /// a server that is not draining and a store that answers, the version and extensions.
+    /// a store that answers, the version and extensions. A draining server still admits calls
+    /// (see `begin_shutdown`).
     fn admit(&self, call: &CallContext) -> Result<(), A2aError> {
         call.check_authentication(self.settings.require_authentication)?;
         if let Some(rate) = &self.rate {
             rate.check(&call.principal)?;
-        }
-        if *self.shutdown.borrow() {
-            return Err(A2aError::Unavailable(
-                "the server is shutting down; retry on another replica".into(),
-            ));
         }
         if let Some(unavailable) = self.env.fleet.as_ref().and_then(|fleet| fleet.unavailable()) {
             return Err(unavailable);

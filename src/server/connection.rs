@@ -6,6 +6,14 @@
 //! Closing is graceful first (HTTP/2 GOAWAY; HTTP/1.1 closes between requests; a connection
 //! still deciding its protocol closes at once); a connection that lets the idle timeout pass
 //! once more after that, with still nothing in flight, is dropped.
+//!
+//! When the server drains, no request a client has already sent is lost: an HTTP/2 connection
+//! gets its GOAWAY at once (hyper's graceful GOAWAY still serves the streams the client opened
+//! before it saw it); an HTTP/1.1 connection (or one that has sent nothing yet) stays open, its
+//! answers saying `Connection: close`, until it has had nothing in flight for
+//! [`ConnectionSettings::drain_keepalive_grace`]. Closing an idle kept-alive connection at once
+//! would race a load balancer that is writing its next request on it, and that request would
+//! fail unanswered (nginx never resends a POST it has sent).
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +79,7 @@ pub(super) async fn serve(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
-    mut stop: watch::Receiver<()>,
+    stop: watch::Receiver<()>,
     _permit: OwnedSemaphorePermit,
 ) {
     let unstarted = Arc::new(Unstarted::default());
@@ -80,14 +88,13 @@ pub(super) async fn serve(
         return write_coalescing::counting(unstarted, run(&shared, io, Peer { certificate: None }, stop))
             .await;
     };
+    // Not cut when the server stops: a connection accepted just before is served like any
+    // open one (see `run`), and the handshake has its own timeout.
     let handshake = tokio::time::timeout(tls.settings().handshake_timeout, tls.acceptor().accept(stream));
-    let stream = tokio::select! {
-        handshake = handshake => match handshake {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
-            Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
-        },
-        _ = stop.changed() => return,
+    let stream = match handshake.await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return tracing::debug!(%peer, %error, "TLS handshake failed"),
+        Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
     let io = shared.guard(stream, unstarted.clone());
@@ -126,7 +133,14 @@ where
             }
             _ = stop.changed(), if !stopping => {
                 stopping = true;
-                connection.as_mut().graceful_shutdown();
+                activity.drain();
+                if activity.is_http2() {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                // HTTP/1.1 (or nothing yet): closed once quiet for the grace; HTTP/2: dropped
+                // if still open after a quiet grace past its GOAWAY.
+                idle.set(self::idle(activity.clone(), Some(settings.drain_keepalive_grace)));
             }
             () = &mut idle => {
                 if closing {
@@ -135,7 +149,8 @@ where
                 }
                 closing = true;
                 connection.as_mut().graceful_shutdown();
-                idle.set(self::idle(activity.clone(), settings.idle_timeout));
+                let timeout = if stopping { Some(settings.drain_keepalive_grace) } else { settings.idle_timeout };
+                idle.set(self::idle(activity.clone(), timeout));
             }
         }
     }

@@ -1,11 +1,14 @@
 //! What a connection knows of its requests: how many are in flight — from the request's headers
 //! until its response body ends, so a stream (SubscribeToTask, SSE) is in flight for its whole
-//! life and never idle — and the deadline by which each request body must have arrived.
+//! life and never idle — whether they came over HTTP/2, and the deadline by which each request
+//! body must have arrived. While the server drains, every HTTP/1.x answer says
+//! `Connection: close`, so the client (a load balancer reusing a kept-alive connection) sends
+//! nothing more on it and the connection closes after the answer, not under a request.
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,7 +16,8 @@ use axum::body::Body;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
-use hyper::{Request, Response};
+use hyper::header::{CONNECTION, HeaderValue};
+use hyper::{Request, Response, Version};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 use tower::ServiceExt;
@@ -21,13 +25,17 @@ use tower::ServiceExt;
 use super::connection::{Peer, Routes};
 use crate::error::BoxError;
 
-/// Requests in flight on one connection, and how many it has had.
+/// Requests in flight on one connection, how many it has had, and over which protocol.
 #[derive(Default)]
 pub(super) struct Activity {
     in_flight: AtomicUsize,
     requests: AtomicU64,
     /// Notified when the last request in flight ends.
     quiet: Notify,
+    /// A request came over HTTP/2 (the connection speaks it).
+    http2: AtomicBool,
+    /// The server drains: HTTP/1.x answers carry `Connection: close`.
+    draining: AtomicBool,
 }
 
 impl Activity {
@@ -45,6 +53,17 @@ impl Activity {
     /// Requests started so far.
     pub(super) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Acquire)
+    }
+
+    /// Whether the connection has carried an HTTP/2 request (so a GOAWAY can close it without
+    /// a race: streams the client sent before it are still served).
+    pub(super) fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
+    }
+
+    /// From now on every HTTP/1.x answer on the connection says `Connection: close`.
+    pub(super) fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     /// Waits until no request is in flight.
@@ -103,6 +122,10 @@ impl tower::Service<Request<Incoming>> for InFlight {
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let guard = self.activity.start();
+        let http2 = request.version() == Version::HTTP_2;
+        if http2 && !self.activity.is_http2() {
+            self.activity.http2.store(true, Ordering::Relaxed);
+        }
         let (mut head, body) = request.into_parts();
         // Only what a reader needs goes into the extensions: their map and its entry are
         // allocated on the first insert (tonic's `TcpConnectInfo` went in here too; nothing
@@ -119,7 +142,11 @@ impl tower::Service<Request<Incoming>> for InFlight {
         }
         let response = self.routes.router.clone().oneshot(request);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            if !http2 && guard.0.draining.load(Ordering::Relaxed) {
+                // hyper closes the connection once this answer is written.
+                response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            }
             Ok(response.map(|body| Body::new(Tracked { body, _guard: guard })))
         })
     }

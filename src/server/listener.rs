@@ -3,6 +3,13 @@
 //! tell every connection to finish, wait for them). Each connection is served by
 //! `connection.rs`.
 //!
+//! Stopping, the loop first accepts every connection already waiting in the listen backlog
+//! (their handshake is done: the client may have sent its request already) and serves them
+//! like the open ones; only then does it close the socket. Closing a socket with a backlog
+//! resets those connections, and a load balancer that sent a request on one cannot know
+//! whether it was acted on. After the close a connect is refused, which a balancer retries on
+//! another server.
+//!
 //! At the cap the loop stops calling `accept`: new connections wait in the kernel's listen
 //! backlog (and, once it is full, their SYNs go unanswered and clients retry) until an open
 //! connection closes. Accepting and closing them at once would answer sooner but costs a
@@ -46,6 +53,10 @@ pub struct ConnectionSettings {
     /// HTTP/2 GOAWAY on every connection after this age (streams in flight finish); `None`:
     /// never.
     pub max_connection_age: Option<Duration>,
+    /// While the server drains: how long a connection with nothing in flight stays open before
+    /// the server closes it. Its HTTP/1.1 answers meanwhile say `Connection: close`, so a load
+    /// balancer about to reuse it still gets its answer; HTTP/2 gets a GOAWAY at once.
+    pub drain_keepalive_grace: Duration,
 }
 
 impl Default for ConnectionSettings {
@@ -60,6 +71,7 @@ impl Default for ConnectionSettings {
             http2_keepalive_timeout: Duration::from_secs(20),
             accept_backoff: Duration::from_millis(100),
             max_connection_age: None,
+            drain_keepalive_grace: Duration::from_millis(1000),
         }
     }
 }
@@ -137,12 +149,45 @@ pub(super) async fn serve(
             }
         }
     }
-    // Closes the socket at once: the kernel stops completing handshakes for us.
-    drop(listener);
+    accept_backlog(listener, &permits, &shared, &connections);
     let _ = signal.send(());
     drop(connections);
     signal.closed().await;
     Ok(())
+}
+
+/// Accepts, without waiting, the connections whose handshake the kernel has completed, and
+/// serves them; then closes the socket, so the kernel refuses connections from now on. Past the
+/// connection cap the rest are reset by the close, as before.
+fn accept_backlog(
+    listener: TcpListener,
+    permits: &Arc<Semaphore>,
+    shared: &Arc<Shared>,
+    connections: &watch::Receiver<()>,
+) {
+    // Out of tokio, an accept that would block says so instead of waiting for readiness the
+    // runtime may not have seen yet.
+    let Ok(listener) = listener.into_std() else { return };
+    let mut accepted = 0usize;
+    while let Ok(permit) = permits.clone().try_acquire_owned() {
+        let (stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(error) if is_about_one_connection(&error) => continue,
+            Err(_) => break,
+        };
+        // An accepted socket does not inherit the listener's non-blocking mode.
+        let Ok(stream) = stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream))
+        else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(connection::serve(shared.clone(), stream, peer, connections.clone(), permit));
+        accepted += 1;
+    }
+    if accepted > 0 {
+        tracing::debug!(accepted, "served the connections waiting in the listen backlog");
+    }
+    // Dropping the socket closes it: the kernel stops completing handshakes for us.
 }
 
 /// Errors `accept` returns for one failed incoming connection, after which the next accept

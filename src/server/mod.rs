@@ -352,7 +352,8 @@ impl Running {
         let _ = self.stop.send(true);
     }
 
-    /// The graceful shutdown a load balancer needs, for [`Drain::run`] on a signal.
+    /// The graceful shutdown a load balancer needs, for [`Drain::run`] on a signal: running
+    /// tasks get `timeout` to finish.
     pub fn drain(&self, timeout: Duration) -> Drain {
         Drain {
             core: self.core.clone(),
@@ -360,6 +361,7 @@ impl Running {
             ready: self.ready.clone(),
             stop: self.stop.clone(),
             timeout,
+            delay: Duration::ZERO,
         }
     }
 
