@@ -24,11 +24,19 @@
 //!   resume cursor), and which JSON form it gets (with `generation` or exactly v1.0's).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
+//!   `idempotent.rs` (with `fingerprint.rs`) answers a retried `messageId` with its first
+//!   outcome instead of running it again.
 //! - [`task`]: the per-task actor (`actor/`, the task's only writer; `actor/turns.rs`
-//!   answers its callers), the pure rules that apply an agent's event to a Task (`rules.rs`),
+//!   answers its callers; `actor/writes.rs` its writes to the store, and in a fleet the
+//!   answers and events that wait for them, kept in `journal.rs`), the pure rules that apply
+//!   an agent's event to a Task (`rules.rs`),
 //!   the handle that reaches an actor (`handle.rs`), its sequenced event log (`log.rs`, the
 //!   fan-out to subscribers), the registry of live tasks, the task metrics, and the task store
 //!   (`store/`: memory, Redis).
+//! - [`fleet`]: several replicas serving as one on Redis, behind the task layer's
+//!   [`task::fleet::Fleet`] trait: leases and the sweep for dead owners (`lease.rs`), one
+//!   follower per task per replica (`mirror.rs`), commands forwarded to a task's owner
+//!   (`forward.rs`, `mail.rs`). The design and its failure behaviour: docs/FLEET.md.
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded, bounded in
@@ -68,6 +76,10 @@
 //! - **Add a credential kind**: a file in `auth/` that turns request headers into an
 //!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
 //!   `Authenticator::declare` (the card); the bindings and the core need no change.
+//! - **Change what a fleet promises under faults** (an answer means stored, an event shown
+//!   means stored, an outage is not a death; docs/FLEET.md): the actor's side is
+//!   `task/journal.rs` and `task/actor/writes.rs`, the leases and the sweep `fleet/lease.rs`,
+//!   what may be revived where `task/registry.rs`; prove a change with `tests/fleet_faults.rs`.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

@@ -140,7 +140,11 @@ impl Inner {
                         tracing::warn!(%task_id, %error, "a follower cannot read the task's stream");
                         let why = "this replica cannot reach the task store".to_owned();
                         let last_generation = last;
-                        break Some(Some(A2aError::StreamClosed { task_id: task_id.clone(), last_generation, why }));
+                        break Some(Some(A2aError::StreamClosed {
+                            task_id: task_id.clone(),
+                            last_generation,
+                            why,
+                        }));
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
