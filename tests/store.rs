@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use a2a_server::fleet::{FleetSettings, RedisFleet};
 use a2a_server::proto::{Task, TaskState};
+use a2a_server::task::fleet::Fleet;
 use a2a_server::task::store::redis::{EventBatch, Fenced, StreamBounds, Timeouts};
 use a2a_server::task::store::{
     MemoryStore, RedisOptions, RedisStore, Retention, StoreUrl, TaskQuery, TaskStore,
@@ -147,6 +149,47 @@ async fn append_is_fenced_by_seq_and_lease() {
     let (snapshot, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
     assert_eq!((snapshot.history.len(), seq), (2, 2), "refused appends left nothing behind");
     assert!(store.snapshot(&owner("bob"), "t").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_finished_task_takes_no_more_events() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = redis_store(&server.url(), Retention::default(), Timeouts::default()).await;
+    let alice = owner("alice");
+    let mut failed = task_at(1);
+    failed.status.get_or_insert_default().state = TaskState::Failed as i32;
+    assert_eq!(
+        store.append(&alice, &failed, 1, Bytes::from_static(b"end"), BOUNDS, None).await.unwrap(),
+        Ok(())
+    );
+    // A writer that lost the task to the survivor that failed it, at the next seq.
+    let late = store.append(&alice, &task_at(2), 2, Bytes::from_static(b"late"), BOUNDS, None).await.unwrap();
+    assert_eq!(late, Err(Fenced::Finished));
+    let (snapshot, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
+    assert_eq!(
+        (TaskState::try_from(snapshot.status.as_ref().unwrap().state), seq),
+        (Ok(TaskState::Failed), 1)
+    );
+}
+
+#[tokio::test]
+async fn the_fleet_writes_the_rest_of_a_batch_that_landed_in_part() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = Arc::new(redis_store(&server.url(), Retention::default(), Timeouts::default()).await);
+    let fleet = RedisFleet::new(store.clone(), FleetSettings::new("r".into(), Duration::from_secs(10)));
+    let alice = owner("alice");
+    let events =
+        |seqs: std::ops::RangeInclusive<u64>| seqs.map(|s| Bytes::from(format!("event {s}"))).collect();
+    assert!(fleet.append(&alice, &task_at(3), 1, events(1..=3), true).await.unwrap());
+    // Its reply was lost, and the retry carries the events that came meanwhile.
+    assert!(fleet.append(&alice, &task_at(5), 1, events(1..=5), true).await.unwrap(), "not fenced");
+    let (_, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
+    assert_eq!(seq, 5);
+    let EventBatch::Events(stored) = store.read_events("t", 0, None, 100).await.unwrap() else {
+        panic!("trimmed")
+    };
+    let expected: Vec<(u64, Bytes)> = (1..=5).map(|s| (s, Bytes::from(format!("event {s}")))).collect();
+    assert_eq!(stored, expected, "each event once, in order");
 }
 
 #[tokio::test]

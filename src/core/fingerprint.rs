@@ -185,7 +185,7 @@ mod tests {
         change(&|m| drop(m.parts.pop()));
         change(&|m| m.parts[0].content = Some(part::Content::Text("ho".into())));
         change(&|m| m.parts[0].content = Some(part::Content::Url("hi".into())));
-        change(&|m| m.parts[0].content = Some(part::Content::Raw(b"hi".to_vec().into())));
+        change(&|m| m.parts[0].content = Some(part::Content::Raw(b"hi".to_vec())));
         change(&|m| m.parts[0].filename = "f".into());
         change(&|m| m.parts[0].media_type = "text/plain".into());
         change(&|m| m.parts[0].metadata = Some(object(&[("k", Value::from(false))])));

@@ -187,20 +187,28 @@ impl Fleet for RedisFleet {
             return Ok(false);
         }
         let last_seq = first_seq + events.len() as u64 - 1;
-        for _ in 0..2 {
+        let (mut first, mut events) = (first_seq, events);
+        for _ in 0..3 {
             let lease = if inner.holds(&task.id) { inner.replica.as_str() } else { "" };
             let bounds = inner.bounds();
             let appended =
-                inner.store.append_batch(owner, task, first_seq, &events, bounds, lease, reindex).await?;
+                inner.store.append_batch(owner, task, first, &events, bounds, lease, reindex).await?;
             match appended {
                 Ok(()) => return Ok(true),
                 // The lease lapsed with nobody taking it (a slow renewal, a Redis restart): take
-                // it again and retry once.
+                // it again and retry.
                 Err(Fenced::Lease { holder: None }) if inner.claim(&task.id).await? => continue,
-                // A retried batch that had landed: it is written.
+                // A retried batch that had landed (its reply was lost): it is written.
                 Err(Fenced::Seq { stored }) if stored == last_seq => return Ok(true),
+                // One that had landed in part: the retry carries the events that came since too.
+                // What is stored is this replica's own (the lease, checked first, names it; a
+                // takeover would have finished the task), so the rest goes on top of it.
+                Err(Fenced::Seq { stored }) if (first..last_seq).contains(&stored) => {
+                    events.drain(..(stored + 1 - first) as usize);
+                    first = stored + 1;
+                }
                 Err(fenced) => {
-                    tracing::warn!(task_id = %task.id, ?fenced, "the store refused this replica's write");
+                    tracing::warn!(task_id = %task.id, ?fenced, first, last_seq, "the store refused this replica's write");
                     inner.held.lock().unwrap_or_else(|e| e.into_inner()).remove(&task.id);
                     return Ok(false);
                 }

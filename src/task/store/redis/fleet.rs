@@ -50,6 +50,8 @@ pub enum Fenced {
     },
     /// The task id is stored for another owner.
     Owner,
+    /// The stored task is finished (another replica ended it): it takes no more events.
+    Finished,
 }
 
 /// What [`RedisStore::read_events`] found after the caller's seq.

@@ -104,6 +104,7 @@ impl RedisStore {
                 Ok(())
             }
             "seq" => Err(Fenced::Seq { stored: detail.parse().unwrap_or(0) }),
+            "finished" => Err(Fenced::Finished),
             "lease" => Err(Fenced::Lease { holder: Some(detail).filter(|h| !h.is_empty()) }),
             _ => Err(Fenced::Owner),
         })

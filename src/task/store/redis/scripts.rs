@@ -44,6 +44,9 @@ local function append(K, A, from)
   local seq = stored[2] or (A[6] == '2' and '1' or '0')
   local first = tonumber(A[6])
   if tonumber(seq) + 1 ~= first then return {'seq', seq} end
+  -- A finished task takes no more events (a writer that lost it to a takeover, and took the
+  -- lease again after the survivor let it go, must not write past its end).
+  if stored[4] then return {'finished', seq} end
   local last = first - 1
   local bytes = tonumber(stored[3] or '0')
   for i = from, #A do
@@ -126,7 +129,7 @@ return {'ok', newly, tostring(tonumber(stored[2] or '0') + #ARGV[1])}
 /// KEYS: task, events, push, lease. ARGV: task bytes, owner id, finished, now ms, ttl ms,
 /// first seq, max stream length, lease holder ('' = no lease check), then the events.
 /// Refuses ({reason, detail}) unless the lease (if given) names the writer, the stored owner
-/// is the writer's and the stored seq is exactly first - 1.
+/// is the writer's, the stored seq is exactly first - 1 and the task is not finished.
 pub static APPEND_BATCH: LazyLock<Script> = LazyLock::new(|| with_functions("return append(KEYS, ARGV, 9)"));
 
 /// Moves a task to its current place in its owner's indexes. KEYS: owner index, owner meta.
