@@ -64,8 +64,14 @@ impl Core {
                 Ok(subscription_stream(subscription, catch_up, ends, resumed))
             }
             Found::Finished(task) if after.is_some() => {
-                // A resuming caller is never refused for being late: it gets the final Task.
+                // A resuming caller is never refused for being late: it gets the updates it
+                // missed when the fleet's stream still holds them (the last is the terminal
+                // one), else the final Task.
                 check_not_ahead(&request.id, after, generation_of(&task))?;
+                if let Some(catch_up) = self.catch_up(&request.id, after, generation_of(&task)).await {
+                    metrics::counter!("a2a_resumes_total", "from" => "stream").increment(1);
+                    return Ok(missed(catch_up));
+                }
                 metrics::counter!("a2a_resumes_total", "from" => "task").increment(1);
                 let snapshot = snapshot_event(Arc::unwrap_or_clone(task.clone()), generation_of(&task));
                 Ok(futures::stream::iter([Ok(snapshot)]).boxed())
@@ -92,6 +98,20 @@ impl Core {
             None
         })
     }
+}
+
+/// The updates a resuming caller missed of a task that has ended since, up to its terminal one.
+fn missed(mut catch_up: CatchUp) -> EventStream {
+    async_stream::stream! {
+        while let Some(next) = catch_up.next().await {
+            let failed = next.is_err();
+            yield next;
+            if failed {
+                break;
+            }
+        }
+    }
+    .boxed()
 }
 
 /// A task's generation as a log position.
