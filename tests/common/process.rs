@@ -37,7 +37,13 @@ impl ServerProcess {
 
     /// [`ServerProcess::start`] with extra environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(BIN);
+        Self::start_bin(std::path::Path::new(BIN), args, env)
+    }
+
+    /// [`ServerProcess::start_with_env`] of another build of the binary (the release build
+    /// that tests/attacks measures).
+    pub fn start_bin(bin: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(bin);
         command.args(args);
         Self::spawn(command, args, env)
     }
