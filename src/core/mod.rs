@@ -21,6 +21,7 @@ mod tasks;
 pub(crate) mod validate;
 
 pub use send::SendOutcome;
+pub use validate::MAX_NESTING;
 
 use std::sync::Arc;
 

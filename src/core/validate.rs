@@ -1,6 +1,10 @@
 //! Request validation: REQUIRED fields and value ranges, reported as field violations
 //! (spec §5.7: servers reject missing required fields before doing anything).
+pub(crate) mod nesting;
+
 use pbjson_types::{Struct, Value, value::Kind};
+
+pub use nesting::{MAX_NESTING, Shape};
 
 use crate::error::{A2aError, FieldViolation, LimitKind};
 use crate::proto::{Message, Role, SendMessageRequest, TaskPushNotificationConfig, part};
@@ -55,25 +59,37 @@ pub(crate) fn parts(request: &SendMessageRequest, max_parts: usize) -> Result<()
     admit_parts(request.message.as_ref().map_or(0, |m| m.parts.len()), max_parts)
 }
 
-/// `--max-struct-values`: the values in a SendMessage request's structured data (its data
-/// parts and metadata), counted as [`struct_values`] counts them. The JSON bindings count the
-/// same values while parsing (`transport/strict_json.rs`); this is the check every path meets.
+/// `--max-struct-values` and [`MAX_NESTING`]: the values in a SendMessage request's
+/// structured data (its data parts and metadata) and how deep each nests, measured in one walk
+/// ([`Shape`]). The JSON bindings measure the same while parsing (`transport/strict_json.rs`);
+/// this is the check every path meets, gRPC's included, before anything is stored.
 pub(crate) fn struct_values(request: &SendMessageRequest, max: usize) -> Result<(), A2aError> {
-    if max == 0 {
-        return Ok(());
+    let mut count = 0;
+    let mut deepest: Option<String> = None;
+    let mut measure = |field: &dyn Fn() -> String, shape: Shape| {
+        count += shape.values;
+        if shape.depth > MAX_NESTING && deepest.is_none() {
+            deepest = Some(field());
+        }
+    };
+    if let Some(metadata) = &request.metadata {
+        measure(&|| "metadata".into(), Shape::of_struct(metadata));
     }
-    let structs = |s: Option<&Struct>| s.map_or(0, struct_count);
-    let mut count = structs(request.metadata.as_ref());
     if let Some(message) = &request.message {
-        count += structs(message.metadata.as_ref());
-        for part in &message.parts {
-            count += structs(part.metadata.as_ref());
+        if let Some(metadata) = &message.metadata {
+            measure(&|| "message.metadata".into(), Shape::of_struct(metadata));
+        }
+        for (i, part) in message.parts.iter().enumerate() {
+            if let Some(metadata) = &part.metadata {
+                measure(&|| format!("message.parts[{i}].metadata"), Shape::of_struct(metadata));
+            }
             if let Some(part::Content::Data(data)) = &part.content {
-                count += value_count(data);
+                measure(&|| format!("message.parts[{i}].data"), Shape::of_value(data));
             }
         }
     }
-    admit_struct_values(count, max)
+    admit_struct_values(count, max)?;
+    deepest.map_or(Ok(()), |field| Err(nesting::too_deep(field)))
 }
 
 /// `--max-struct-values` for `count` values (`max` 0: no limit).
@@ -88,20 +104,6 @@ pub fn admit_struct_values(count: usize, max: usize) -> Result<(), A2aError> {
         ));
     }
     Ok(())
-}
-
-/// A JSON object as structured data: itself and every value below it.
-fn struct_count(object: &Struct) -> usize {
-    1 + object.fields.values().map(value_count).sum::<usize>()
-}
-
-/// A JSON value: itself and every value below it.
-fn value_count(value: &Value) -> usize {
-    match &value.kind {
-        Some(Kind::StructValue(s)) => struct_count(s),
-        Some(Kind::ListValue(list)) => 1 + list.values.iter().map(value_count).sum::<usize>(),
-        _ => 1,
-    }
 }
 
 /// `--max-parts` for a message of `count` parts (`max_parts` 0: no limit).
@@ -202,6 +204,47 @@ mod tests {
         let fields: Vec<_> = error.violations().iter().map(|v| v.field.as_str()).collect();
         assert_eq!(fields, ["message.messageId", "message.role", "message.parts[1]"]);
         assert_eq!(error.reason(), "INVALID_PARAMS");
+    }
+
+    /// Structured data nested past [`MAX_NESTING`] is refused naming its field, at the limit
+    /// it passes; depth is measured in data parts and in every metadata.
+    #[test]
+    fn refuses_structured_data_nested_too_deep() {
+        let nest = |depth: usize| -> Value {
+            let mut value = serde_json::json!("x");
+            for level in 0..depth {
+                value =
+                    if level % 3 == 0 { serde_json::json!([value]) } else { serde_json::json!({"k": value}) };
+            }
+            serde_json::from_value(value).unwrap()
+        };
+        let object = |depth: usize| match nest(depth).kind {
+            Some(Kind::StructValue(s)) => s,
+            other => panic!("not an object: {other:?}"),
+        };
+        let request = |data: Value, metadata: Struct| SendMessageRequest {
+            message: Some(Message {
+                message_id: "m".into(),
+                role: Role::User as i32,
+                parts: vec![
+                    text_part("x"),
+                    crate::proto::Part { content: Some(part::Content::Data(data)), ..Default::default() },
+                ],
+                metadata: Some(metadata.clone()),
+                ..Default::default()
+            }),
+            metadata: Some(metadata),
+            ..Default::default()
+        };
+        assert!(struct_values(&request(nest(MAX_NESTING), object(MAX_NESTING - 1)), 0).is_ok());
+        let error = struct_values(&request(nest(MAX_NESTING + 1), object(2)), 0).unwrap_err();
+        assert_eq!(error.reason(), "INVALID_PARAMS");
+        assert_eq!(error.violations()[0].field, "message.parts[1].data");
+        let error = struct_values(&request(nest(1), object(MAX_NESTING + 2)), 0).unwrap_err();
+        assert_eq!(error.violations()[0].field, "metadata", "the first field met: {error}");
+        // A request over both limits gets the size limit first.
+        let error = struct_values(&request(nest(MAX_NESTING + 1), object(2)), 3).unwrap_err();
+        assert_eq!(error.reason(), "PAYLOAD_TOO_LARGE");
     }
 
     /// Regression (fuzz target `protobuf`): a NaN in a Struct, sent over gRPC, passed

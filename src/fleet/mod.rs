@@ -13,7 +13,7 @@
 //! implements.
 mod forward;
 mod lease;
-mod mail;
+pub(crate) mod mail;
 mod mirror;
 
 use std::collections::{HashMap, HashSet};

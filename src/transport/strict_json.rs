@@ -9,7 +9,8 @@
 //!
 //! A request's costly shapes are counted in the same pass, against the core's limits
 //! ([`RequestBudget`]): the parts of `message.parts` (`--max-parts`) and the values inside any
-//! `data` or `metadata` member (`--max-struct-values`). Past a limit, what remains is skipped,
+//! `data` or `metadata` member (`--max-struct-values`), and how deep objects and arrays nest
+//! inside such a member (the core's `MAX_NESTING`). Past a limit, what remains is skipped,
 //! not built, so refusing a message of a hundred thousand parts or of a data part of two
 //! million numbers costs its bytes and nothing more: a built value costs 32 bytes or more, and
 //! decoding it as ProtoJSON about 1 KB.
@@ -60,12 +61,14 @@ pub struct UniqueKeys<'a> {
     parts_depth: Option<usize>,
     /// Inside a `data` or `metadata` member.
     in_struct: bool,
+    /// Objects and arrays around this value inside that member.
+    depth: usize,
 }
 
 impl<'a> UniqueKeys<'a> {
     /// For a request's root, counted against `budget`.
     pub fn request(budget: &'a RequestBudget) -> Self {
-        Self { budget: Some(budget), parts_depth: Some(0), in_struct: false }
+        Self { budget: Some(budget), parts_depth: Some(0), in_struct: false, depth: 0 }
     }
 
     /// For the value of member `key` of this object.
@@ -76,12 +79,27 @@ impl<'a> UniqueKeys<'a> {
             budget: self.budget,
             parts_depth: parts_depth.map(|depth| depth + 1),
             in_struct: self.in_struct || STRUCT_MEMBERS.contains(&key),
+            depth: if self.in_struct { self.depth + 1 } else { 0 },
         }
     }
 
     /// For an element of this array.
     fn element(self) -> Self {
-        Self { parts_depth: None, ..self }
+        Self { parts_depth: None, depth: if self.in_struct { self.depth + 1 } else { 0 }, ..self }
+    }
+
+    /// Whether this object or array may be built: not if it is structured data nested past
+    /// the limit (the request will be refused).
+    fn admit_container(self) -> bool {
+        !self.in_struct || self.budget.is_none_or(|budget| budget.admit_depth(self.depth + 1))
+    }
+
+    /// Unwinding from data nested too deep: `segment` is a step of the path to its member (only
+    /// the steps down to that member, not those inside it).
+    fn too_deep_in(self, segment: impl FnOnce() -> String) {
+        if let Some(budget) = self.budget.filter(|_| !self.in_struct) {
+            budget.too_deep_in(segment);
+        }
     }
 
     /// Whether this array is the message's parts.
@@ -95,10 +113,10 @@ impl<'a> UniqueKeys<'a> {
         !self.in_struct || self.budget.is_none_or(RequestBudget::admit_struct_value)
     }
 
-    /// Whether the request is already over its budget of structured values: nothing more of it
-    /// is built (it will be refused).
+    /// Whether the request is already over its budget of structured values or nests them too
+    /// deep: nothing more of it is built (it will be refused).
     fn over_budget(self) -> bool {
-        self.budget.is_some_and(RequestBudget::struct_values_over)
+        self.budget.is_some_and(|budget| budget.struct_values_over() || budget.is_too_deep())
     }
 
     fn build<E>(self, make: impl FnOnce() -> Value) -> Result<Value, E> {
@@ -159,7 +177,7 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        if !self.admit() {
+        if !self.admit_container() || !self.admit() {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             return Ok(Value::Null);
         }
@@ -169,6 +187,7 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
         while items.len() < limit {
             match seq.next_element_seed(self.element())? {
                 Some(_) if self.over_budget() => {
+                    self.too_deep_in(|| format!("[{}]", items.len()));
                     while seq.next_element::<IgnoredAny>()?.is_some() {}
                     return Ok(Value::Null);
                 }
@@ -187,7 +206,7 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        if !self.admit() {
+        if !self.admit_container() || !self.admit() {
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
             return Ok(Value::Null);
         }
@@ -197,6 +216,7 @@ impl<'de> Visitor<'de> for UniqueKeys<'_> {
                 Entry::Vacant(slot) => {
                     let value = map.next_value_seed(self.member(slot.key()))?;
                     if self.over_budget() {
+                        self.too_deep_in(|| slot.key().clone());
                         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                         return Ok(Value::Null);
                     }
@@ -268,6 +288,52 @@ mod tests {
         // Bad JSON past the budget is still bad JSON.
         let broken = br#"{"message":{"parts":[{"data":[1,2,3,4,5,6,7,]}]}}"#;
         assert_eq!(parse_request(broken, &within()).unwrap_err().reason(), "PARSE_ERROR");
+    }
+
+    /// Structured data nested past the core's limit is refused naming its member, objects,
+    /// arrays or both; at the limit it is built as serde_json builds it.
+    #[test]
+    fn structured_data_nested_too_deep_is_refused_naming_its_field() {
+        use crate::core::MAX_NESTING;
+        let nest = |depth: usize, open: &dyn Fn(usize) -> &'static str| {
+            let opens: String = (0..depth).map(open).collect();
+            let closes: String =
+                (0..depth).rev().map(|level| if open(level) == "[" { "]" } else { "}" }).collect();
+            format!("{opens}1{closes}")
+        };
+        let objects = |depth| nest(depth, &|_| r#"{"k":"#);
+        let arrays = |depth| nest(depth, &|_| "[");
+        let mixed = |depth| nest(depth, &|level| if level % 2 == 0 { "[" } else { r#"{"k":"# });
+        let budget = || RequestBudget::with_limits(0, 0);
+        for value in [objects(MAX_NESTING), arrays(MAX_NESTING), mixed(MAX_NESTING)] {
+            let text = format!(r#"{{"message":{{"parts":[{{"text":"t"}},{{"data":{value}}}]}}}}"#);
+            let expected: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(parse_request(text.as_bytes(), &budget()).unwrap(), expected);
+            let deeper = format!(r#"{{"message":{{"metadata":{{"a":{value}}}}}}}"#);
+            assert_eq!(parse_request(deeper.as_bytes(), &budget()).unwrap_err().reason(), "INVALID_PARAMS");
+        }
+        for (value, field) in [
+            (
+                format!(
+                    r#"{{"message":{{"parts":[{{"text":"t"}},{{"data":{}}}]}}}}"#,
+                    arrays(MAX_NESTING + 1)
+                ),
+                "message.parts[1].data",
+            ),
+            (format!(r#"{{"message":{{"metadata":{}}}}}"#, objects(MAX_NESTING + 1)), "message.metadata"),
+            (format!(r#"{{"metadata":{},"x":{{"k":1}}}}"#, mixed(MAX_NESTING + 1)), "metadata"),
+            (
+                format!(r#"{{"message":{{"parts":[{{"metadata":{}}}]}}}}"#, mixed(MAX_NESTING + 5)),
+                "message.parts[0].metadata",
+            ),
+        ] {
+            let error = parse_request(value.as_bytes(), &budget()).unwrap_err();
+            assert_eq!(error.reason(), "INVALID_PARAMS", "{field}: {error}");
+            assert_eq!(error.violations()[0].field, field, "{error}");
+        }
+        // Nesting outside data and metadata is only serde_json's to bound.
+        let elsewhere = format!(r#"{{"x":{}}}"#, arrays(MAX_NESTING + 10));
+        assert!(parse_request(elsewhere.as_bytes(), &budget()).is_ok());
     }
 
     #[test]

@@ -77,6 +77,7 @@ where
     retention_by_count(make(Retention { max_finished: 2, ..keep_all }).await).await;
     retention_by_age(make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await).await;
     sent_records_claim_once_and_swap(make(keep_all).await).await;
+    an_undecodable_task_breaks_no_listing(make(keep_all).await).await;
     sent_records_last_the_retention_age(
         make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await,
     )
@@ -119,6 +120,27 @@ async fn every_page(
             None => return seen,
         }
     }
+}
+
+/// A stored task nested past what protobuf decoders read (an agent may still store one; a
+/// client cannot): ListTasks skips it, GetTask of it is an error, other tasks read as ever.
+async fn an_undecodable_task_breaks_no_listing(store: Arc<dyn TaskStore>) {
+    use pbjson_types::{Struct, Value, value::Kind};
+    let alice = owner("alice");
+    let deep = (0..40).fold(Value { kind: Some(Kind::BoolValue(true)) }, |inner, _| Value {
+        kind: Some(Kind::StructValue(Struct { fields: [("k".to_owned(), inner)].into() })),
+    });
+    let Some(Kind::StructValue(metadata)) = deep.kind else { unreachable!() };
+    let bad = Task { metadata: Some(metadata), ..(*task("bad", "c", TaskState::Completed, 2)).clone() };
+    assert!(Task::decode(bad.encode_to_vec().as_slice()).is_err(), "past prost's limit");
+    store.save(&alice, task("good", "c", TaskState::Completed, 1)).await.unwrap();
+    store.save(&alice, Arc::new(bad)).await.unwrap();
+    store.save(&alice, task("live", "c", TaskState::Working, 3)).await.unwrap();
+    let (listed, _) = ids(&store, &alice, &query(10)).await;
+    assert_eq!(listed, ["live", "good"]);
+    let error = store.get(&alice, "bad").await.unwrap_err();
+    assert_eq!(error.reason(), "INTERNAL_ERROR");
+    assert!(store.get(&alice, "good").await.unwrap().is_some());
 }
 
 async fn save_and_get(store: Arc<dyn TaskStore>) {

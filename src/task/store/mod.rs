@@ -5,6 +5,7 @@ pub mod memory;
 pub mod push_configs;
 pub mod redis;
 pub mod sent;
+pub(crate) mod undecodable;
 pub mod url;
 
 use std::sync::Arc;

@@ -282,7 +282,7 @@ impl TaskStore for MemoryStore {
         let stored = self.with_evicted(Instant::now(), true, |state| {
             state.tasks.get(task_id).filter(|record| &record.owner == owner).map(|record| record.task.clone())
         });
-        stored.map(Stored::task).transpose()
+        stored.map(|stored| stored.task(task_id)).transpose()
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
@@ -293,17 +293,22 @@ impl TaskStore for MemoryStore {
                     return None;
                 }
                 let page = state.indexes.page(owner, query);
-                let tasks: Vec<Stored> =
-                    page.ids.iter().filter_map(|id| state.tasks.get(&**id)).map(|r| r.task.clone()).collect();
+                let tasks: Vec<(Arc<str>, Stored)> = page
+                    .ids
+                    .iter()
+                    .filter_map(|id| state.tasks.get(&**id).map(|r| (id.clone(), r.task.clone())))
+                    .collect();
                 Some((tasks, page.next, page.total))
             });
             if let Some(page) = page {
                 break page;
             }
         };
-        // Decoded or copied (the core trims them) outside the lock.
+        // Decoded or copied (the core trims them) outside the lock; one that does not decode
+        // is skipped (and reported), so it cannot break the listing.
         let artifacts = query.include_artifacts;
-        let tasks = tasks.into_iter().map(|t| t.into_owned(artifacts)).collect::<Result<_, _>>()?;
+        let tasks: Vec<Task> =
+            tasks.into_iter().filter_map(|(id, t)| t.into_owned(&id, artifacts).ok()).collect();
         Ok(TaskPage { tasks, next, total })
     }
 
@@ -495,7 +500,7 @@ mod tests {
                             .tasks
                             .values()
                             .filter(|r| &r.owner == owner)
-                            .map(|r| r.task.clone().into_owned(true).unwrap())
+                            .map(|r| r.task.clone().into_owned("", true).unwrap())
                             .filter(|t| context_id.is_none_or(|c| t.context_id == c))
                             .filter(|t| state.is_none_or(|s| state_of(t.status.as_ref()) == s))
                             .map(|t| (-status_nanos(&t), t.id))

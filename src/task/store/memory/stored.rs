@@ -15,6 +15,7 @@ use prost::encoding::{DecodeContext, WireType, decode_key, skip_field};
 
 use crate::error::A2aError;
 use crate::proto::Task;
+use crate::task::store::undecodable::undecodable;
 
 /// A stored task; cloning it is cheap (a reference count), so reads clone under the store's
 /// lock and decode after releasing it.
@@ -27,23 +28,24 @@ pub(super) enum Stored {
 }
 
 impl Stored {
-    /// The task as a shared value, decoding a packed one.
-    pub(super) fn task(self) -> Result<Arc<Task>, A2aError> {
+    /// Task `id` as a shared value, decoding a packed one.
+    pub(super) fn task(self, id: &str) -> Result<Arc<Task>, A2aError> {
         match self {
             Self::Live(task) => Ok(task),
-            Self::Packed(bytes) => unpack(bytes).map(Arc::new),
+            Self::Packed(bytes) => unpack(bytes).map(Arc::new).map_err(|e| undecodable(id, e)),
         }
     }
 
     /// The task as an owned value (a live one is copied only while its actor still shares
     /// it). Without `artifacts` a packed task's artifacts are skipped, not decoded: a listing
     /// leaves them out by default, and they are most of a typical task's bytes.
-    pub(super) fn into_owned(self, artifacts: bool) -> Result<Task, A2aError> {
-        match self {
-            Self::Live(task) => Ok(Arc::unwrap_or_clone(task)),
+    pub(super) fn into_owned(self, id: &str, artifacts: bool) -> Result<Task, A2aError> {
+        let decoded = match self {
+            Self::Live(task) => return Ok(Arc::unwrap_or_clone(task)),
             Self::Packed(bytes) if artifacts => unpack(bytes),
             Self::Packed(bytes) => unpack_without_artifacts(bytes),
-        }
+        };
+        decoded.map_err(|e| undecodable(id, e))
     }
 }
 
@@ -51,31 +53,23 @@ impl Stored {
 const ARTIFACTS_FIELD: u32 = 4;
 
 /// Decodes a packed task field by field, stepping over its artifacts.
-fn unpack_without_artifacts(mut buf: Bytes) -> Result<Task, A2aError> {
+fn unpack_without_artifacts(mut buf: Bytes) -> Result<Task, prost::DecodeError> {
     let mut task = Task::default();
-    let decoded = (|| {
-        while buf.has_remaining() {
-            let (field, wire_type) = decode_key(&mut buf)?;
-            if field == ARTIFACTS_FIELD && wire_type == WireType::LengthDelimited {
-                skip_field(wire_type, field, &mut buf, DecodeContext::default())?;
-            } else {
-                task.merge_field(field, wire_type, &mut buf, DecodeContext::default())?;
-            }
+    while buf.has_remaining() {
+        let (field, wire_type) = decode_key(&mut buf)?;
+        if field == ARTIFACTS_FIELD && wire_type == WireType::LengthDelimited {
+            skip_field(wire_type, field, &mut buf, DecodeContext::default())?;
+        } else {
+            task.merge_field(field, wire_type, &mut buf, DecodeContext::default())?;
         }
-        Ok::<_, prost::DecodeError>(())
-    })();
-    decoded.map_err(corrupt)?;
+    }
     Ok(task)
 }
 
-/// Decodes a packed task (`crate::task::encoded::encode`).
-fn unpack(bytes: Bytes) -> Result<Task, A2aError> {
-    Task::decode(bytes).map_err(corrupt)
-}
-
-/// A packed task that does not decode: only a bug can cause it, and it is reported as one.
-fn corrupt(error: prost::DecodeError) -> A2aError {
-    A2aError::Internal(format!("a stored task does not decode: {error}"))
+/// Decodes a packed task (`crate::task::encoded::encode`); one that does not decode is
+/// reported ([`undecodable`]).
+fn unpack(bytes: Bytes) -> Result<Task, prost::DecodeError> {
+    Task::decode(bytes)
 }
 
 #[cfg(test)]
@@ -101,12 +95,12 @@ mod tests {
         let bytes = crate::task::encoded::encode(&task);
         assert_eq!(bytes.len(), task.encoded_len());
         let packed = Stored::Packed(bytes);
-        assert_eq!(*packed.clone().task().unwrap(), task);
-        assert_eq!(packed.clone().into_owned(true).unwrap(), task);
+        assert_eq!(*packed.clone().task("t").unwrap(), task);
+        assert_eq!(packed.clone().into_owned("t", true).unwrap(), task);
         let without = Task { artifacts: Vec::new(), ..task.clone() };
-        assert_eq!(packed.into_owned(false).unwrap(), without, "all but the artifacts");
+        assert_eq!(packed.into_owned("t", false).unwrap(), without, "all but the artifacts");
         let live = Stored::Live(Arc::new(task.clone()));
-        assert_eq!(live.into_owned(true).unwrap(), task);
+        assert_eq!(live.into_owned("t", true).unwrap(), task);
     }
 
     /// A finished task's encoding made by its actor is kept as it is, not made again: the

@@ -1,14 +1,12 @@
 //! ListTasks from the owner's indexes: one script picks the page's members and counts the
 //! total on the owner's slot; the tasks are then read from their own slots.
-use std::sync::Arc;
 
 use redis::Value;
 
 use super::keys::{at_or_after_bound, index_member, owner_id, parse_member, position};
-use super::{RedisStore, scripts};
+use super::{RedisStore, decode_task, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::Task;
 use crate::task::store::{Cursor, TaskPage, TaskQuery};
 
 /// Rounds of "read the page, drop stale entries, read again" before answering with what is
@@ -42,7 +40,8 @@ impl RedisStore {
             let reply: Vec<Value> = self.redis.run("list", limit, list.invoke_async(&mut conn)).await?;
             let (total, members) = parse_list_reply(reply)?;
             let loaded =
-                futures::future::try_join_all(members.iter().map(|c| self.load(owner, &c.task_id))).await?;
+                futures::future::try_join_all(members.iter().map(|c| self.load_bytes(owner, &c.task_id)))
+                    .await?;
             let mut stale = 0;
             for (cursor, _) in members.iter().zip(&loaded).filter(|(_, task)| task.is_none()) {
                 self.unindex(&oid, &cursor.task_id, &position(cursor.timestamp_nanos)).await?;
@@ -51,15 +50,19 @@ impl RedisStore {
             if stale > 0 && attempt < ATTEMPTS {
                 continue;
             }
-            let mut page: Vec<(Cursor, Arc<Task>)> = members
+            let mut page: Vec<(Cursor, Vec<u8>)> = members
                 .into_iter()
                 .zip(loaded)
-                .filter_map(|(cursor, task)| task.map(|(task, _)| (cursor, task)))
+                .filter_map(|(cursor, task)| task.map(|(bytes, _)| (cursor, bytes)))
                 .collect();
             let more = page.len() > query.page_size;
             page.truncate(query.page_size);
             let next = if more { page.last().map(|(cursor, _)| cursor.clone()) } else { None };
-            let tasks = page.into_iter().map(|(_, task)| Arc::unwrap_or_clone(task)).collect();
+            // A task that does not decode is skipped (and reported): it cannot break the page.
+            let tasks = page
+                .into_iter()
+                .filter_map(|(cursor, bytes)| decode_task(&cursor.task_id, &bytes).ok())
+                .collect();
             return Ok(TaskPage { tasks, next, total: total.saturating_sub(stale) });
         }
     }

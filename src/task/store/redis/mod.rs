@@ -46,6 +46,7 @@ pub use replica::Orphan;
 use self::conn::{Part, Redis};
 use self::keys::{Keys, encode, owner_id, position};
 use super::push_configs::per_task_refused;
+use super::undecodable::undecodable;
 use super::url::{RedisTarget, StoreUrl};
 use super::{PushConfigLimits, Retention, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
@@ -235,13 +236,19 @@ impl RedisStore {
 
     /// The stored task and its seq, if it exists and belongs to `owner`.
     async fn load(&self, owner: &Owner, task_id: &str) -> Result<Option<(Arc<Task>, u64)>, A2aError> {
+        match self.load_bytes(owner, task_id).await? {
+            Some((bytes, seq)) => Ok(Some((Arc::new(decode_task(task_id, &bytes)?), seq))),
+            None => Ok(None),
+        }
+    }
+
+    /// The stored task's encoding and its seq, if it exists and belongs to `owner`.
+    async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
         let (bytes, stored_owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
             self.redis.query("get", &cmd).await?;
         match (bytes, stored_owner) {
-            (Some(bytes), Some(stored)) if stored == owner_id(owner) => {
-                Ok(Some((Arc::new(decode_task(&bytes)?), seq.unwrap_or(0))))
-            }
+            (Some(bytes), Some(stored)) if stored == owner_id(owner) => Ok(Some((bytes, seq.unwrap_or(0)))),
             _ => Ok(None),
         }
     }
@@ -398,9 +405,10 @@ fn retention_reply(error: impl std::fmt::Display) -> A2aError {
     A2aError::Internal(format!("retention reply: {error}"))
 }
 
-/// Decodes a stored task; garbage in Redis is a server fault, not the client's.
-fn decode_task(bytes: &[u8]) -> Result<Task, A2aError> {
-    Task::decode(bytes).map_err(|e| A2aError::Internal(format!("stored task does not decode: {e}")))
+/// Decodes stored task `task_id`; garbage in Redis is a server fault, not the client's, and is
+/// reported ([`undecodable`]).
+fn decode_task(task_id: &str, bytes: &[u8]) -> Result<Task, A2aError> {
+    Task::decode(bytes).map_err(|e| undecodable(task_id, e))
 }
 
 fn now_ms() -> u64 {

@@ -219,9 +219,11 @@ impl RedisStore {
         let (bytes, owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
             self.redis.query("orphan", &cmd).await?;
         match (bytes, owner) {
-            (Some(bytes), Some(owner_id)) => {
-                Ok(Some(Orphan { task: Arc::new(decode_task(&bytes)?), seq: seq.unwrap_or(0), owner_id }))
-            }
+            (Some(bytes), Some(owner_id)) => Ok(Some(Orphan {
+                task: Arc::new(decode_task(task_id, &bytes)?),
+                seq: seq.unwrap_or(0),
+                owner_id,
+            })),
             _ => Ok(None),
         }
     }
