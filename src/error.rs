@@ -188,6 +188,14 @@ impl A2aError {
         Self::LimitExceeded { kind, limit: limit.to_owned(), detail: detail.into(), retry_after_secs: None }
     }
 
+    /// This error, saying retrying may succeed after `secs` (a limit's refusal only).
+    pub fn retry_after(mut self, secs: Option<u64>) -> Self {
+        if let Self::LimitExceeded { retry_after_secs, .. } = &mut self {
+            *retry_after_secs = secs;
+        }
+        self
+    }
+
     /// Seconds after which retrying may succeed (the HTTP `Retry-After`), if any.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {

@@ -353,14 +353,30 @@ pub struct Config {
     #[arg(long, env = "A2A_MAX_HISTORY", default_value_t = 1_000)]
     pub max_history: usize,
 
-    /// Tasks not yet terminal (waiting for input or hibernated ones included) this server
-    /// holds; a new task past it is refused (QUOTA_EXCEEDED). In a fleet, per replica. 0: no limit.
+    /// Tasks not yet terminal with an actor (waiting for input included; hibernated ones
+    /// count against --max-parked-tasks) this server holds; a new task past it is refused
+    /// (QUOTA_EXCEEDED, Retry-After 1). In a fleet, per replica. 0: no limit.
     #[arg(long, env = "A2A_MAX_LIVE_TASKS", default_value_t = 10_000)]
     pub max_live_tasks: usize,
 
     /// The same, per principal. 0: no limit.
     #[arg(long, env = "A2A_MAX_LIVE_TASKS_PER_PRINCIPAL", default_value_t = 1_000)]
     pub max_live_tasks_per_principal: usize,
+
+    /// Seconds a task may wait for input or auth (INPUT_REQUIRED, AUTH_REQUIRED), live or
+    /// hibernated, before it is canceled with a status message saying why. 0: for ever.
+    #[arg(long, env = "A2A_INPUT_TIMEOUT_SECS", default_value_t = crate::core::DEFAULT_INPUT_TIMEOUT_SECS)]
+    pub input_timeout_secs: u64,
+
+    /// Hibernated tasks waiting for input (in a fleet, of the whole fleet); while they are at
+    /// it, new tasks are refused (QUOTA_EXCEEDED, Retry-After: until the first expires). 0: no limit.
+    #[arg(long, env = "A2A_MAX_PARKED_TASKS", default_value_t = crate::core::DEFAULT_MAX_PARKED_TASKS)]
+    pub max_parked_tasks: usize,
+
+    /// The same, per principal. 0: no limit.
+    #[arg(long, env = "A2A_MAX_PARKED_TASKS_PER_PRINCIPAL",
+          default_value_t = crate::core::DEFAULT_MAX_PARKED_TASKS_PER_PRINCIPAL)]
+    pub max_parked_tasks_per_principal: usize,
 
     /// Open streams (SubscribeToTask, SendStreamingMessage) following one task. 0: no limit.
     #[arg(long, env = "A2A_MAX_SUBSCRIPTIONS_PER_TASK", default_value_t = 1_000)]

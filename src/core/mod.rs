@@ -36,6 +36,7 @@ use crate::task::TaskEnv;
 use crate::task::budget::TaskLimits;
 use crate::task::fleet::Fleet;
 use crate::task::log::{SubscriberCount, TaskEvent};
+use crate::task::parked::{MemoryParked, ParkedCaps};
 use crate::task::quota::{LiveTasks, Subscriptions};
 use crate::task::registry::{Registry, stored_task};
 use crate::task::state_of;
@@ -53,6 +54,18 @@ pub const DEFAULT_EVENT_LOG_BYTES: usize = 16 * 1024 * 1024;
 /// Events a task's log keeps at most by default. A backstop only: the byte bound holds first
 /// for events of any size, so a burst is kept for a lagging subscriber whatever its count.
 pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 65_536;
+
+/// How long a task may wait for input by default: a day, for a person to come back to it.
+pub const DEFAULT_INPUT_TIMEOUT_SECS: u64 = 86_400;
+
+/// Parked (hibernated, waiting) tasks allowed by default. A parked task is its stored Task
+/// only (no actor, channel or event log): a few KiB for a typical one (`tests/attacks/
+/// parked.rs` measures it), so 100,000 is a few hundred MiB of a 24 GiB machine in the memory
+/// store, and nothing of a replica's RAM in Redis.
+pub const DEFAULT_MAX_PARKED_TASKS: usize = 100_000;
+
+/// One principal's share of the parked tasks by default: a tenth, as for live tasks.
+pub const DEFAULT_MAX_PARKED_TASKS_PER_PRINCIPAL: usize = 10_000;
 
 /// What the server declares and enforces. In the limits (`max_*`), 0 means no limit.
 #[derive(Debug, Clone)]
@@ -100,6 +113,14 @@ pub struct CoreSettings {
     pub max_live_tasks: usize,
     /// `--max-live-tasks-per-principal`: the same, per principal.
     pub max_live_tasks_per_principal: usize,
+    /// `--input-timeout-secs`: how long a task may wait for input or auth (live or
+    /// hibernated) before it is canceled, saying why. `None`: for ever.
+    pub input_timeout: Option<std::time::Duration>,
+    /// `--max-parked-tasks`: hibernated tasks waiting for input (in a fleet, of the whole
+    /// fleet); at the cap new tasks are refused until one expires, is answered or canceled.
+    pub max_parked_tasks: usize,
+    /// `--max-parked-tasks-per-principal`: the same, per principal.
+    pub max_parked_tasks_per_principal: usize,
     /// `--max-subscriptions-per-task`: open streams following one task.
     pub max_subscriptions_per_task: usize,
     /// `--max-subscriptions-per-principal`: open streams of one principal.
@@ -132,6 +153,9 @@ impl Default for CoreSettings {
             max_history: 1_000,
             max_live_tasks: 10_000,
             max_live_tasks_per_principal: 1_000,
+            input_timeout: Some(std::time::Duration::from_secs(DEFAULT_INPUT_TIMEOUT_SECS)),
+            max_parked_tasks: DEFAULT_MAX_PARKED_TASKS,
+            max_parked_tasks_per_principal: DEFAULT_MAX_PARKED_TASKS_PER_PRINCIPAL,
             max_subscriptions_per_task: 1_000,
             max_subscriptions_per_principal: 10_000,
             max_requests_per_sec: 0,
@@ -189,6 +213,11 @@ impl Core {
             store,
             registry: Arc::new(Registry::default()),
             live: Arc::new(LiveTasks::new(settings.max_live_tasks, settings.max_live_tasks_per_principal)),
+            parked: match &fleet {
+                Some(fleet) => fleet.parked_tasks(),
+                None => Arc::new(MemoryParked::default()),
+            },
+            input_timeout: settings.input_timeout,
             limits: TaskLimits { max_bytes: settings.max_task_bytes, max_history: settings.max_history },
             subscribers: Arc::new(SubscriberCount::default()),
             log_capacity: settings.event_log_capacity,
@@ -200,6 +229,9 @@ impl Core {
         });
         if let Some(fleet) = &fleet {
             fleet.attach(Arc::downgrade(&env));
+        }
+        if let Some(timeout) = settings.input_timeout {
+            tokio::spawn(crate::task::sweep::run(Arc::downgrade(&env), timeout));
         }
         let subscriptions = Arc::new(Subscriptions::new(
             settings.max_subscriptions_per_task,
@@ -281,6 +313,22 @@ impl Core {
             None => self.env.live.len(),
             Some(principal) => self.env.live.of(principal),
         }
+    }
+
+    /// The caps on parked tasks, which a new task must pass (`send.rs`).
+    fn parked_caps(&self) -> ParkedCaps {
+        ParkedCaps {
+            max_total: self.settings.max_parked_tasks,
+            max_per_principal: self.settings.max_parked_tasks_per_principal,
+            input_timeout: self.settings.input_timeout,
+        }
+    }
+
+    /// The parked tasks (hibernated, waiting for input) in the ledger, in total and of one
+    /// principal (in a fleet, of the whole fleet).
+    pub async fn counted_parked_tasks(&self, principal: &str) -> Result<(usize, usize), A2aError> {
+        let usage = self.env.parked.usage(principal).await?;
+        Ok((usage.total, usage.of_principal))
     }
 
     /// The open streams counted against `--max-subscriptions-per-principal`.

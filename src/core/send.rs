@@ -83,8 +83,9 @@ impl Core {
         async move {
             let (begun, _, sent) = begun?;
             let owner = sent.owner.clone();
+            let new_task = sent.new_task;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Run(claim) => claim.run(self, admitted(self, new_task, &owner, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     let task = match answer {
@@ -118,8 +119,9 @@ impl Core {
         async move {
             let (begun, slot, sent) = begun?;
             let owner = sent.owner.clone();
+            let new_task = sent.new_task;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Run(claim) => claim.run(self, admitted(self, new_task, &owner, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     drop((begun, slot));
@@ -196,6 +198,15 @@ impl Begun<'_> {
             Self::Boxed(started) => started.await,
         }
     }
+}
+
+/// How a message started, once a new task has passed the parked caps (`task/parked.rs`):
+/// it may come to wait for input too. A follow-up goes to a task that exists.
+async fn admitted(core: &Core, new_task: bool, owner: &Owner, begun: Begun<'_>) -> Result<Started, A2aError> {
+    if new_task {
+        core.parked_caps().admit(&*core.env.parked, &owner.principal).await?;
+    }
+    begun.started().await
 }
 
 /// Runs a new task's actor until it first waits, then waits for its answer.

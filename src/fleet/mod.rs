@@ -249,6 +249,10 @@ impl Fleet for RedisFleet {
         healthy
     }
 
+    fn parked_tasks(&self) -> Arc<dyn crate::task::parked::ParkedTasks> {
+        self.0.store.clone()
+    }
+
     fn unavailable(&self) -> Option<A2aError> {
         if self.0.healthy.load(Ordering::Relaxed) {
             return None;

@@ -106,6 +106,10 @@ pub trait Fleet: Send + Sync + 'static {
     /// [`Fleet::unavailable`].
     async fn healthy(&self) -> bool;
 
+    /// The fleet's ledger of parked tasks (hibernated, waiting for input), shared by every
+    /// replica so each can expire and count them (`task/parked.rs`).
+    fn parked_tasks(&self) -> Arc<dyn super::parked::ParkedTasks>;
+
     /// Why calls cannot be served now, when the last health check found the store away:
     /// refusing them at once beats answering from this replica's memory alone.
     fn unavailable(&self) -> Option<A2aError>;

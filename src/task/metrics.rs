@@ -23,6 +23,8 @@ pub(crate) struct TaskMetrics {
     pub hibernated: Counter,
     /// `a2a_tasks_revived_total`: hibernated tasks given an actor again.
     pub revived: Counter,
+    /// `a2a_tasks_expired_total`: tasks canceled for waiting past `--input-timeout-secs`.
+    pub expired: Counter,
     /// `a2a_tasks{state}` by state number, for the states a live task can be in.
     live: Vec<Option<Gauge>>,
     /// `a2a_tasks_finished_total{state}` by state number, for the terminal states.
@@ -51,6 +53,7 @@ impl TaskMetrics {
                 events: metrics::counter!("a2a_events_total"),
                 hibernated: metrics::counter!("a2a_tasks_hibernated_total"),
                 revived: metrics::counter!("a2a_tasks_revived_total"),
+                expired: metrics::counter!("a2a_tasks_expired_total"),
                 live,
                 finished,
             }

@@ -1,6 +1,6 @@
 //! Tasks: their lifecycle rules, the per-task actor, its event log, the registry of live
-//! actors, what a task and its callers may hold (`budget.rs`, `quota.rs`) and the store of
-//! task state.
+//! actors, what a task and its callers may hold (`budget.rs`, `quota.rs`), the tasks parked
+//! waiting for input and their expiry (`parked.rs`, `sweep.rs`) and the store of task state.
 pub mod actor;
 pub mod budget;
 pub mod encoded;
@@ -10,12 +10,14 @@ pub mod handle;
 mod journal;
 pub mod log;
 mod metrics;
+pub mod parked;
 mod phase;
 pub mod quota;
 pub mod registry;
 pub(crate) mod rules;
 pub mod spawn;
 pub mod store;
+pub mod sweep;
 pub mod view;
 
 use std::sync::Arc;
@@ -37,9 +39,13 @@ pub struct TaskEnv {
     pub store: Arc<dyn TaskStore>,
     /// Live tasks.
     pub registry: Arc<Registry>,
-    /// The live tasks counted against `--max-live-tasks[-per-principal]` (hibernated ones
-    /// too, on a single server).
+    /// The live tasks counted against `--max-live-tasks[-per-principal]` (not hibernated
+    /// ones: those are in `parked`).
     pub live: Arc<LiveTasks>,
+    /// The hibernated tasks waiting for input, with their deadlines (in a fleet, in Redis).
+    pub parked: Arc<dyn parked::ParkedTasks>,
+    /// How long a task may wait for input or auth before it is canceled (`None`: for ever).
+    pub input_timeout: Option<std::time::Duration>,
     /// What one task may hold.
     pub limits: TaskLimits,
     /// Open subscriptions, for observability and leak tests.

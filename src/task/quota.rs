@@ -5,9 +5,12 @@
 //! Live tasks are counted in the task layer because a task's slot outlives the call that
 //! took it: the actor gives it back when the task becomes terminal, however that happens
 //! (the agent finishing or failing, a cancel, a fleet replica losing the task). A task that
-//! hibernates keeps its slot on a single server (it still holds store space); in a fleet it
-//! belongs to no replica while hibernated, so it leaves this replica's count and joins the
-//! count of whichever replica revives it.
+//! hibernates gives its slot back: it holds store space, not an actor, and counts against
+//! `--max-parked-tasks` instead (`parked.rs`); whichever replica revives it counts it again.
+//!
+//! A refusal here says `Retry-After` [`RETRY_AFTER_SECS`]: a slot frees whenever any task
+//! ends or hibernates, or a stream ends, which the server cannot foresee, and a refusal costs
+//! the server next to nothing, so a short wait is the useful answer.
 //!
 //! A slot is released by task id, idempotently, so no path can release twice or release
 //! another task's slot. Each map holds only keys in use: a key leaves when its count is zero.
@@ -57,11 +60,15 @@ impl<K: Hash + Eq> Counts<K> {
     }
 }
 
+/// The `Retry-After` of a live-task or subscription refusal, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
 /// QUOTA_EXCEEDED of the flag `limit` once `count` has reached `cap` (0: no cap), saying
 /// `what` (is at `count`) for a person.
 fn check(count: usize, cap: usize, limit: &str, what: impl FnOnce() -> String) -> Result<(), A2aError> {
     if cap != 0 && count >= cap {
-        return Err(A2aError::limit(LimitKind::Quota, limit, format!("{}, the most allowed", what())));
+        let detail = format!("{}, the most allowed", what());
+        return Err(A2aError::limit(LimitKind::Quota, limit, detail).retry_after(Some(RETRY_AFTER_SECS)));
     }
     Ok(())
 }
@@ -258,6 +265,7 @@ mod tests {
         let _a2 = live.reserve("alice", "a2").unwrap();
         let refused = live.reserve("alice", "a3").err().unwrap();
         assert_eq!(refused.metadata()["limit"], "max-live-tasks-per-principal");
+        assert_eq!(refused.retry_after_secs(), Some(RETRY_AFTER_SECS), "slots free as tasks end");
         let b1 = live.reserve("bob", "b1").unwrap();
         let full = live.reserve("carol", "c1").err().unwrap();
         assert_eq!(full.metadata()["limit"], "max-live-tasks");

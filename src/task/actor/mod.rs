@@ -7,6 +7,7 @@
 //! subscription is answered with the snapshot and the log position it reflects in one step:
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
+mod expiry;
 mod turns;
 mod writes;
 
@@ -112,6 +113,10 @@ impl TaskActor {
     }
 
     async fn run_to_end(&mut self) {
+        if matches!(self.phase, Phase::Live) {
+            // Revived: the task is live again, no longer parked.
+            self.unpark().await;
+        }
         while self.running() {
             // Everything the last command or execution end caused is published by now.
             self.executions.signal_ended();
@@ -147,7 +152,9 @@ impl TaskActor {
                         // A failed write's next try: `sync` makes it.
                     } else if self.dirty != Dirty::Clean {
                         self.persist().await;
-                    } else if self.hibernate(false) {
+                    } else if self.input_expired() {
+                        self.expire().await;
+                    } else if self.hibernate(false).await {
                         break;
                     }
                 }
@@ -156,10 +163,9 @@ impl TaskActor {
         match self.phase {
             Phase::Hibernated => {
                 self.log.close();
-                if self.env.fleet.is_some() {
-                    // In a fleet a hibernated task is no replica's: whichever revives it counts it.
-                    self.env.live.release(&self.task.id);
-                }
+                // A parked task counts against --max-parked-tasks, not a live slot (in a fleet
+                // it is no replica's: whichever revives it counts it).
+                self.env.live.release(&self.task.id);
                 self.release().await;
                 // Callers that sent a command meanwhile see the actor gone and revive the task.
                 self.rx.close();
@@ -202,16 +208,20 @@ impl TaskActor {
         track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
     }
 
-    /// When the actor must wake without a command: to persist artifact changes, or to see
-    /// whether it may hibernate.
+    /// When the actor must wake without a command: to persist artifact changes, to see
+    /// whether it may hibernate, or to expire a task that waited too long for input.
     fn deadline(&self) -> Option<tokio::time::Instant> {
         if let Some(retry) = self.journal.as_ref().and_then(Journal::retry_at) {
             return Some(retry);
         }
-        match self.dirty {
+        let own = match self.dirty {
             Dirty::Artifacts(since) => Some(tokio::time::Instant::from_std(since + ARTIFACT_PERSIST_DELAY)),
             Dirty::State => None,
             Dirty::Clean => self.env.idle_timeout.filter(|_| self.quiet()).map(|t| self.last_active + t),
+        };
+        match (own, self.input_deadline()) {
+            (Some(own), Some(input)) => Some(own.min(input)),
+            (own, input) => own.or(input),
         }
     }
 
@@ -224,12 +234,16 @@ impl TaskActor {
     }
 
     /// Leaves the registry if nobody follows the task (the store is up to date) or, when
-    /// `parking`, even if some do (the server drains: their streams end anyway); otherwise the
-    /// idle clock starts again. Whether it did.
-    fn hibernate(&mut self, parking: bool) -> bool {
-        let unwritten = self.journal.as_ref().is_some_and(|journal| !journal.is_empty());
-        let followed = !parking && self.log.feeds() > 0;
-        if !self.quiet() || followed || !self.rx.is_empty() || unwritten || self.dirty != Dirty::Clean {
+    /// `parking`, even if some do (the server drains: their streams end anyway), once the
+    /// parked ledger holds it; otherwise the idle clock starts again. Whether it did.
+    async fn hibernate(&mut self, parking: bool) -> bool {
+        if !self.may_hibernate(parking) {
+            self.last_active = tokio::time::Instant::now();
+            return false;
+        }
+        if !self.park().await || !self.may_hibernate(parking) {
+            // The ledger is away, or a command came meanwhile: the task stays live.
+            self.unpark().await;
             self.last_active = tokio::time::Instant::now();
             return false;
         }
@@ -238,6 +252,13 @@ impl TaskActor {
         track_state(state_of(self.task.status.as_ref()), TaskState::Unspecified);
         TaskMetrics::get().hibernated.increment(1);
         true
+    }
+
+    /// Whether the task may hibernate now (see [`Self::hibernate`]).
+    fn may_hibernate(&self, parking: bool) -> bool {
+        let unwritten = self.journal.as_ref().is_some_and(|journal| !journal.is_empty());
+        let followed = !parking && self.log.feeds() > 0;
+        self.quiet() && !followed && self.rx.is_empty() && !unwritten && self.dirty == Dirty::Clean
     }
 
     /// Handles every command already queued.
@@ -255,7 +276,7 @@ impl TaskActor {
             Command::Subscribe { after, reply } => self.deliver(Held::Subscription { after, reply }),
             Command::Park => {
                 self.persist().await;
-                self.hibernate(true);
+                self.hibernate(true).await;
             }
             Command::Snapshot { reply } => {
                 let task = self.task.clone();

@@ -105,6 +105,16 @@ impl Keys {
         format!("{}:{{p:{}}}:push", self.prefix, encode(principal))
     }
 
+    /// ZSET of parked tasks, `<owner id>/<task id>` scored by deadline (ms): `parked.rs`.
+    pub fn parked(&self) -> String {
+        format!("{}:{{parked}}", self.prefix)
+    }
+
+    /// ZSET like [`Keys::parked`], one principal's; in the same slot.
+    pub fn parked_of(&self, principal: &str) -> String {
+        format!("{}:{{parked}}:p:{}", self.prefix, encode(principal))
+    }
+
     /// The prefix of the owner's context index keys (the script appends the encoded context).
     pub fn context_index_prefix(&self, owner_id: &str) -> String {
         self.owner_key(owner_id, "ctx:")

@@ -15,6 +15,7 @@
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:{finished}` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
 //! | `P:{finished}:sizes` | HASH | member → bytes it holds; `#` → their sum | none |
+//! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
 //! slot; an owner's indexes share another. So on a cluster a write is two atomic steps: the
@@ -26,6 +27,7 @@ mod conn;
 mod fleet;
 pub mod keys;
 mod list;
+mod parked;
 mod push_quota;
 mod replica;
 mod scripts;
