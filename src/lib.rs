@@ -18,8 +18,10 @@
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
 //!   [`proto_v03`]: the A2A v0.3 types (`a2a.v1`), used only by the v0.3 shim
 //!   (`transport/v03/`), which translates v0.3 calls to v1.0 at the edge.
-//! - [`auth`]: who is calling: API keys and JWTs (`--auth FILE`) checked once per request in
-//!   a layer in front of every binding; the outcome travels in the request's extensions.
+//! - [`auth`]: who is calling: API keys, JWTs and client certificates (`--auth FILE`) checked
+//!   once per request in a layer in front of every binding; the outcome travels in the
+//!   request's extensions. Principals are namespaced by credential kind and issuer
+//!   (`auth/principal.rs`).
 //! - [`call`]: the caller and its service parameters (`A2A-Version`, `A2A-Extensions`, the
 //!   resume cursor), and which JSON form it gets (with `generation` or exactly v1.0's).
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
@@ -76,6 +78,9 @@
 //! - **Add a credential kind**: a file in `auth/` that turns request headers into an
 //!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
 //!   `Authenticator::declare` (the card); the bindings and the core need no change.
+//! - **Change what a principal is** (`key:alice`, `jwt:<issuer>#alice`, `mtls:alice`, or a
+//!   table's explicit `namespace`): `auth/principal.rs`; every store, quota and rate limit
+//!   keys on the whole string, and the Redis keys percent-encode it.
 //! - **Change what a fleet promises under faults** (an answer means stored, an event shown
 //!   means stored, an outage is not a death; docs/FLEET.md): the actor's side is
 //!   `task/journal.rs` and `task/actor/writes.rs`, the leases and the sweep `fleet/lease.rs`,

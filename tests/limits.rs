@@ -62,13 +62,14 @@ impl World {
         Caller::new(self.server.url(), binding, self.channel.clone()).with("X-API-Key", BOB_KEY)
     }
 
-    fn live(&self, principal: &str) -> usize {
-        self.server.core.counted_live_tasks(Some(principal))
+    /// Live tasks of the API key named `key` (its principal is `key:<key>`).
+    fn live(&self, key: &str) -> usize {
+        self.server.core.counted_live_tasks(Some(&format!("key:{key}")))
     }
 
-    async fn streams_of(&self, principal: &str, count: usize) {
-        let what = format!("{principal} holds {count} streams");
-        self.server.wait_until(&what, |core| core.counted_subscriptions(principal) == count).await;
+    async fn streams_of(&self, key: &str, count: usize) {
+        let (what, principal) = (format!("{key} holds {count} streams"), format!("key:{key}"));
+        self.server.wait_until(&what, |core| core.counted_subscriptions(&principal) == count).await;
     }
 }
 

@@ -255,7 +255,8 @@ async fn a_required_client_certificate_refuses_clients_without_one() {
 }
 
 /// A server whose auth file accepts an API key, the client certificate of `alice.clients.test`
-/// (as principal alice) and any other verified certificate as its own subject.
+/// (as the API key's principal, `key:alice`: merged on purpose by `namespace = "key"`) and any
+/// other verified certificate as its own subject (`mtls:<subject>`).
 async fn mtls_server(client_auth: ClientAuth) -> Secure {
     let file = format!(
         r#"
@@ -269,6 +270,7 @@ async fn mtls_server(client_auth: ClientAuth) -> Secure {
         [[mtls.client]]
         subject = "alice.clients.test"
         principal = "alice"
+        namespace = "key"
         "#,
         hash_hex("alice-key")
     );
@@ -301,7 +303,8 @@ async fn an_optional_client_certificate_names_the_principal_and_principals_stay_
             "UNAUTHENTICATED",
             &format!("{binding:?} without a certificate"),
         );
-        // Alice by certificate, and by API key (the same principal), sees her task …
+        // Alice by certificate, and by API key (one principal, as the file merges them), sees
+        // her task …
         let by_certificate = secure.caller(binding, Some(&alice)).await;
         let get = Op::Get(GetTaskRequest { id: id.clone(), ..Default::default() });
         assert_eq!(by_certificate.call(&get).await.expect("alice's task")["id"], id.as_str(), "{binding:?}");

@@ -1,13 +1,15 @@
 //! API keys: the file holds only their SHA-256 hashes; a presented key is hashed and compared
 //! with every stored hash in constant time, so neither the comparison nor the search reveals
-//! how much of a guess was right.
+//! how much of a guess was right. A key's principal is `key:<principal>` unless its table names
+//! another namespace (see `principal.rs`).
 use std::sync::Arc;
 
 use aws_lc_rs::digest::{SHA256, digest};
 use axum::http::{HeaderMap, HeaderName};
 use subtle::ConstantTimeEq;
 
-use super::{ApiKeyConfig, tenants_of};
+use super::principal::Namespace;
+use super::{ApiKeyConfig, repeated, tenants_of};
 use crate::call::Identity;
 use crate::error::A2aError;
 
@@ -39,7 +41,10 @@ impl ApiKeys {
             if keys.iter().any(|(known, _)| known == &hash) {
                 return Err(format!("api_key[{i}] repeats another key"));
             }
-            let identity = Identity { principal: key.principal, tenants: tenants_of(key.tenants) };
+            let what = format!("api_key[{i}]");
+            let namespace = Namespace::configured(key.namespace.as_deref(), Namespace::api_keys(), &what)?;
+            let identity =
+                Identity { principal: namespace.principal(&key.principal), tenants: tenants_of(key.tenants) };
             keys.push((hash, Arc::new(identity)));
         }
         Ok(Self { header, spelling, keys })
@@ -50,9 +55,21 @@ impl ApiKeys {
         &self.spelling
     }
 
-    /// The key the request presents, if any.
-    pub(super) fn presented<'h>(&self, headers: &'h HeaderMap) -> Option<&'h [u8]> {
-        headers.get(&self.header).map(|value| value.as_bytes())
+    /// The key the request presents, if any. Two headers, or one holding a comma (what a
+    /// proxy makes of two), are refused: which one counts would depend on who reads them.
+    pub(super) fn presented<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h [u8]>, A2aError> {
+        let mut values = headers.get_all(&self.header).iter();
+        let Some(value) = values.next() else { return Ok(None) };
+        if values.next().is_some() {
+            return Err(repeated(&self.spelling));
+        }
+        if value.as_bytes().contains(&b',') {
+            return Err(A2aError::Unauthenticated(format!(
+                "the {} header holds a comma: send one key, in one header",
+                self.spelling
+            )));
+        }
+        Ok(Some(value.as_bytes()))
     }
 
     /// Whom `key` names.

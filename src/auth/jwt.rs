@@ -3,7 +3,8 @@
 //! and fetched again when a token names an unknown `kid` (at most once per
 //! `jwks_min_refresh_secs`, so a stream of made-up `kid`s cannot make the server hammer the
 //! issuer). `iss`, `aud` and `exp` are required and checked, `nbf` when present, all with a
-//! small leeway.
+//! small leeway. An issuer's principals are `jwt:<issuer>#<sub>` unless its table names
+//! another namespace (see `principal.rs`).
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -16,6 +17,7 @@ use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation, errors::
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::principal::Namespace;
 use super::tenants_of;
 use crate::call::Identity;
 use crate::error::A2aError;
@@ -45,9 +47,14 @@ pub struct IssuerConfig {
     /// The claim naming the principal (default `sub`).
     #[serde(default = "default_principal_claim")]
     pub principal_claim: String,
-    /// Put before every principal from this issuer (to keep two issuers' subjects apart).
+    /// Put the principals in this namespace (`<namespace>:<sub>`) instead of the issuer's own
+    /// (`jwt:<issuer>#<sub>`): to merge them with another credential's on purpose.
     #[serde(default)]
-    pub principal_prefix: String,
+    pub namespace: Option<String>,
+    /// The older spelling of `namespace`: `"<namespace>:"` (what it was put before each
+    /// subject), or `""` for the default.
+    #[serde(default)]
+    pub principal_prefix: Option<String>,
     /// The claim listing the tenants the principal may use (an array, or a string of names
     /// separated by spaces or commas). Without it, or when a token lacks it: the default
     /// tenant only. `"*"`: any.
@@ -99,6 +106,7 @@ pub(super) struct Issuer {
     /// validation to be of the key's family.
     validations: Vec<(Algorithm, Validation)>,
     keys: Keys,
+    namespace: Namespace,
 }
 
 enum Keys {
@@ -139,6 +147,7 @@ impl Issuer {
         if algorithms.is_empty() || config.audiences.is_empty() || name.is_empty() {
             return Err(format!("jwt {name:?}: issuer, audiences and algorithms are required"));
         }
+        let namespace = namespace(&config)?;
         let hmac = algorithms.iter().filter(|a| a.family() == AlgorithmFamily::Hmac).count();
         let keys = match (&config.secret, &config.jwks_file, &config.jwks_url) {
             (Some(secret), None, None) if hmac == algorithms.len() => Keys::Secret(Arc::new(
@@ -174,7 +183,7 @@ impl Issuer {
                 (algorithm, validation)
             })
             .collect();
-        Ok(Self { config, validations, keys })
+        Ok(Self { config, validations, keys, namespace })
     }
 
     /// The `iss` this issuer's tokens carry.
@@ -229,7 +238,7 @@ impl Issuer {
     fn identity(&self, claims: Map<String, Value>) -> Result<Identity, A2aError> {
         let claim = &self.config.principal_claim;
         let principal = match claims.get(claim) {
-            Some(Value::String(p)) if !p.is_empty() => format!("{}{p}", self.config.principal_prefix),
+            Some(Value::String(p)) if !p.is_empty() => self.namespace.principal(p),
             _ => {
                 return Err(A2aError::Unauthenticated(format!(
                     "the token has no {claim:?} claim naming a principal"
@@ -246,6 +255,23 @@ impl Issuer {
             });
         Ok(Identity { principal, tenants: tenants_of(tenants) })
     }
+}
+
+/// The namespace of an issuer's principals: `namespace`, or the older `principal_prefix` when
+/// it was `"<namespace>:"` (so the principals stay what they were), else the issuer's own.
+fn namespace(config: &IssuerConfig) -> Result<Namespace, String> {
+    let what = format!("jwt {:?}", config.issuer);
+    let explicit = match (config.namespace.as_deref(), config.principal_prefix.as_deref()) {
+        (Some(_), Some(_)) => return Err(format!("{what}: give namespace, not principal_prefix too")),
+        (Some(namespace), None) => Some(namespace),
+        (None, None | Some("")) => None,
+        (None, Some(prefix)) => Some(prefix.strip_suffix(':').ok_or_else(|| {
+            format!(
+                "{what}: principal_prefix must be \"<namespace>:\"; better, set namespace = \"<namespace>\""
+            )
+        })?),
+    };
+    Namespace::configured(explicit, Namespace::issuer(&config.issuer), &what)
 }
 
 /// The `iss` of a token, read before its signature is checked (to choose the issuer whose keys
@@ -419,7 +445,7 @@ mod tests {
         );
         let identity = hs.verify(&token(Algorithm::HS256, b"s3cret", claims(json!({"t": ["x", "y"]})))).await;
         let identity = identity.expect("valid");
-        assert_eq!(identity.principal, "hs:alice");
+        assert_eq!(identity.principal, "hs:alice", "the older principal_prefix still names it");
         assert!(identity.tenants.allows("y") && !identity.tenants.allows(""));
         let wrong = hs.verify(&token(Algorithm::HS256, b"guess", claims(json!({})))).await;
         assert_eq!(wrong.unwrap_err().to_string(), "unauthenticated: the token's signature is not valid");
@@ -434,6 +460,26 @@ mod tests {
         let mut early = claims(json!({}));
         early["nbf"] = json!(jsonwebtoken::get_current_timestamp() + 3600);
         assert!(hs.verify(&token(Algorithm::HS256, b"s3cret", early)).await.is_err(), "nbf");
+    }
+
+    #[tokio::test]
+    async fn an_issuers_principals_are_its_own_unless_its_namespace_is_set() {
+        let table = "issuer = \"i\"\naudiences = [\"a\"]\nalgorithms = [\"HS256\"]\nsecret = \"s\"\n";
+        let alice = token(Algorithm::HS256, b"s", claims(json!({})));
+        let own = issuer(table).verify(&alice).await.expect("valid");
+        assert_eq!(own.principal, "jwt:i#alice");
+        let legacy_default = issuer(&format!("{table}principal_prefix = \"\"\n")).verify(&alice).await;
+        assert_eq!(legacy_default.expect("valid").principal, "jwt:i#alice", "\"\" was the default");
+        let merged = issuer(&format!("{table}namespace = \"key\"\n")).verify(&alice).await;
+        assert_eq!(merged.expect("valid").principal, "key:alice");
+        for bad in [
+            "namespace = \"jwt\"\n",
+            "principal_prefix = \"corp-\"\n",
+            "namespace = \"a\"\nprincipal_prefix = \"a:\"\n",
+        ] {
+            let config = toml::from_str(&format!("{table}{bad}")).expect("a table");
+            assert!(Issuer::new(config).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! stored as SHA-256 hashes), JWT issuers (`jwt.rs`, keys from a secret, a JWKS file or a
 //! JWKS URL that is cached and refreshed when an unknown `kid` arrives) and client
 //! certificates verified by TLS (`mtls.rs`, the connection's [`ClientCertificate`]). A
-//! credential in a header wins over the connection's certificate. The [`Authenticator`]
+//! credential in a header wins over the connection's certificate; a credential header sent twice
+//! is refused, since which copy counts would depend on who reads it. Principals are namespaced
+//! by credential kind and issuer (`key:alice`, `jwt:<issuer>#alice`, `mtls:alice`; see
+//! `principal.rs`), so one kind never acts as another's principal unless a table's `namespace`
+//! says so. The [`Authenticator`]
 //! runs once per request in a layer in front of every binding ([`layer`]) and leaves its
 //! [`Authentication`] in the request's extensions; each binding applies it to its
 //! [`CallContext`](crate::call::CallContext), and the core refuses in its admission step, so
@@ -19,6 +23,7 @@
 mod api_key;
 mod jwt;
 mod mtls;
+mod principal;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -77,8 +82,12 @@ fn default_api_key_header() -> String {
 pub struct ApiKeyConfig {
     /// SHA-256 of the key, 64 hex digits (`printf %s "$KEY" | sha256sum`).
     pub sha256: String,
-    /// The principal the key names.
+    /// The name the key gives its caller; the principal is `key:<principal>`.
     pub principal: String,
+    /// Put the principal in this namespace instead of `key` (`<namespace>:<principal>`), to
+    /// make it the same principal as another credential's on purpose.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// Tenants it may use (default `[""]`, the default tenant; `"*"`: any).
     #[serde(default)]
     pub tenants: Option<Vec<String>>,
@@ -183,7 +192,10 @@ impl Authenticator {
         headers: &HeaderMap,
         certificate: Option<&ClientCertificate>,
     ) -> Result<Identity, A2aError> {
-        let api_key = self.api_keys.as_ref().and_then(|keys| keys.presented(headers).map(|key| (keys, key)));
+        let api_key = match &self.api_keys {
+            Some(keys) => keys.presented(headers)?.map(|key| (keys, key)),
+            None => None,
+        };
         let bearer = if self.issuers.is_empty() { None } else { bearer_token(headers)? };
         match (api_key, bearer) {
             (Some(_), Some(_)) => Err(A2aError::Unauthenticated(
@@ -278,18 +290,34 @@ impl Authenticator {
     }
 }
 
-/// The bearer token of an `Authorization` header, if there is one.
+/// The bearer token of an `Authorization` header, if there is one. Two headers are refused, and
+/// so is a value that holds more than one token (a JWT has no `,` or space in it).
 fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, A2aError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else { return Ok(None) };
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(repeated("Authorization"));
+    }
     let value = value
         .to_str()
         .map_err(|_| A2aError::Unauthenticated("the Authorization header is not ASCII".into()))?;
     match value.split_once(' ') {
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
-            Ok(Some(token.trim()))
+            let token = token.trim();
+            if token.contains([',', ' ', '\t']) {
+                return Err(A2aError::Unauthenticated(
+                    "the Authorization header holds more than one credential".into(),
+                ));
+            }
+            Ok(Some(token))
         }
         _ => Err(A2aError::Unauthenticated("the Authorization header must be `Bearer <JWT>`".into())),
     }
+}
+
+/// The refusal of a credential header sent more than once.
+fn repeated(header: &str) -> A2aError {
+    A2aError::Unauthenticated(format!("the {header} header is repeated: send one credential, once"))
 }
 
 /// The layer in front of every route: authenticates the request once and stores the outcome in
@@ -340,10 +368,41 @@ mod tests {
         );
         headers.insert("x-api-key", HeaderValue::from_static("secret-a"));
         let Authentication::Authenticated(identity) = auth.authenticate(&headers).await else { panic!() };
-        assert_eq!(identity.principal, "alice");
+        assert_eq!(identity.principal, "key:alice");
         assert!(identity.tenants.allows("acme") && !identity.tenants.allows(""));
         headers.insert("x-api-key", HeaderValue::from_static("secret-b"));
         assert!(matches!(auth.authenticate(&headers).await, Authentication::Refused(_)));
+    }
+
+    #[tokio::test]
+    async fn a_repeated_or_joined_credential_header_is_refused_as_ambiguous() {
+        let auth = file(&format!(
+            "[[api_key]]\nsha256 = \"{}\"\nprincipal = \"a\"\n\
+             [[jwt]]\nissuer = \"i\"\naudiences = [\"a\"]\nalgorithms = [\"HS256\"]\nsecret = \"s\"\n",
+            hash_hex("k")
+        ))
+        .unwrap();
+        let auth = &auth;
+        let refusal = |headers: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.append(*name, HeaderValue::from_static(value));
+            }
+            async move {
+                match auth.authenticate(&map).await {
+                    Authentication::Refused(e) => e.to_string(),
+                    Authentication::Authenticated(identity) => format!("accepted as {}", identity.principal),
+                }
+            }
+        };
+        assert_eq!(refusal(&[("x-api-key", "k")]).await, "accepted as key:a");
+        let twice = refusal(&[("x-api-key", "k"), ("x-api-key", "k")]).await;
+        assert!(twice.contains("X-API-Key header is repeated"), "{twice}");
+        assert!(refusal(&[("x-api-key", "k, k")]).await.contains("comma"));
+        let twice = refusal(&[("authorization", "Bearer a.b.c"), ("authorization", "Bearer a.b.c")]).await;
+        assert!(twice.contains("Authorization header is repeated"), "{twice}");
+        let joined = refusal(&[("authorization", "Bearer a.b.c, Bearer d.e.f")]).await;
+        assert!(joined.contains("more than one credential"), "{joined}");
     }
 
     #[test]

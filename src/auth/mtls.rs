@@ -2,12 +2,14 @@
 //! `--tls-client-ca`) names the principal. Which of its names counts is a setting (default: the
 //! first DNS or URI subject alternative name, else the subject's common name); the auth file's
 //! `[mtls]` table maps those names to principals and tenants, or accepts any verified
-//! certificate as its own principal.
+//! certificate as its own principal. Its principals are `mtls:<name>` unless the table (or a
+//! client's) names another namespace (see `principal.rs`).
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::principal::Namespace;
 use super::tenants_of;
 use crate::call::{Identity, Tenants};
 use crate::error::A2aError;
@@ -91,6 +93,10 @@ pub struct MtlsConfig {
     /// Tenants of a principal accepted by `allow_any` (default `[""]`; `"*"`: any).
     #[serde(default)]
     pub tenants: Option<Vec<String>>,
+    /// The principals' namespace instead of `mtls` (`<namespace>:<name>`), to merge them with
+    /// another credential's on purpose.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// Known subjects (`[[mtls.client]]` tables).
     #[serde(default, rename = "client")]
     pub clients: Vec<MtlsClient>,
@@ -102,9 +108,14 @@ pub struct MtlsConfig {
 pub struct MtlsClient {
     /// The certificate's subject (the name `[mtls] subject` picks).
     pub subject: String,
-    /// The principal it names (default: the subject itself).
+    /// The name it gives its caller (default: the subject itself); the principal is
+    /// `mtls:<principal>`.
     #[serde(default)]
     pub principal: Option<String>,
+    /// This client's namespace instead of the table's (`namespace = "key"`: the API key of the
+    /// same `principal` is the same principal).
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// Tenants it may use (default `[""]`; `"*"`: any).
     #[serde(default)]
     pub tenants: Option<Vec<String>>,
@@ -116,6 +127,7 @@ pub(super) struct Mtls {
     clients: HashMap<String, Arc<Identity>>,
     /// The tenants of any other verified subject, when any is allowed.
     any: Option<Tenants>,
+    namespace: Namespace,
 }
 
 impl Mtls {
@@ -126,19 +138,22 @@ impl Mtls {
         if !config.allow_any && config.tenants.is_some() {
             return Err("[mtls] tenants applies only with allow_any = true".into());
         }
+        let namespace = Namespace::configured(config.namespace.as_deref(), Namespace::mtls(), "[mtls]")?;
         let mut clients = HashMap::new();
         for (i, client) in config.clients.into_iter().enumerate() {
-            let principal = client.principal.unwrap_or_else(|| client.subject.clone());
-            if client.subject.is_empty() || principal.is_empty() {
+            let name = client.principal.unwrap_or_else(|| client.subject.clone());
+            if client.subject.is_empty() || name.is_empty() {
                 return Err(format!("mtls.client[{i}]: empty subject or principal"));
             }
-            let identity = Identity { principal, tenants: tenants_of(client.tenants) };
+            let what = format!("mtls.client[{i}]");
+            let own = Namespace::configured(client.namespace.as_deref(), namespace.clone(), &what)?;
+            let identity = Identity { principal: own.principal(&name), tenants: tenants_of(client.tenants) };
             if clients.insert(client.subject, Arc::new(identity)).is_some() {
                 return Err(format!("mtls.client[{i}] repeats another subject"));
             }
         }
         let any = config.allow_any.then(|| tenants_of(config.tenants));
-        Ok(Self { subject: config.subject, clients, any })
+        Ok(Self { subject: config.subject, clients, any, namespace })
     }
 
     /// Whom the certificate names.
@@ -150,7 +165,9 @@ impl Mtls {
             return Ok(Identity::clone(identity));
         }
         match &self.any {
-            Some(tenants) => Ok(Identity { principal: subject.to_owned(), tenants: tenants.clone() }),
+            Some(tenants) => {
+                Ok(Identity { principal: self.namespace.principal(subject), tenants: tenants.clone() })
+            }
             None => {
                 Err(A2aError::Unauthenticated("the client certificate's subject is not known here".into()))
             }
@@ -186,15 +203,24 @@ mod tests {
         .unwrap();
         let mtls = Mtls::new(config.clone()).unwrap();
         let orders = mtls.check(&names(&[], &["orders.internal"], &[])).unwrap();
-        assert_eq!(orders.principal, "orders");
+        assert_eq!(orders.principal, "mtls:orders");
         assert!(orders.tenants.allows("acme") && !orders.tenants.allows(""));
         assert!(mtls.check(&names(&[], &["stranger"], &[])).is_err());
         assert!(mtls.check(&names(&[], &[], &[])).is_err(), "no name at all");
 
         let any = Mtls::new(MtlsConfig { allow_any: true, ..config }).unwrap();
         let stranger = any.check(&names(&["stranger"], &[], &[])).unwrap();
-        assert_eq!(stranger.principal, "stranger");
+        assert_eq!(stranger.principal, "mtls:stranger");
         assert!(stranger.tenants.allows(""));
         assert!(Mtls::new(toml::from_str("").unwrap()).is_err(), "accepts nobody");
+
+        let merged: MtlsConfig = toml::from_str(
+            "namespace = \"corp\"\n[[client]]\nsubject = \"a\"\nprincipal = \"alice\"\nnamespace = \"key\"\n\
+             [[client]]\nsubject = \"b\"\n",
+        )
+        .unwrap();
+        let merged = Mtls::new(merged).unwrap();
+        assert_eq!(merged.check(&names(&[], &["a"], &[])).unwrap().principal, "key:alice");
+        assert_eq!(merged.check(&names(&[], &["b"], &[])).unwrap().principal, "corp:b");
     }
 }

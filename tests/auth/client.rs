@@ -177,7 +177,8 @@ impl Op {
     }
 }
 
-/// Calls one server over one binding with one credential (header name and value), or none.
+/// Calls one server over one binding with one credential (header name and value), or none;
+/// [`Caller::and`] adds more headers, to send a credential header twice.
 #[derive(Clone)]
 pub struct Caller {
     pub binding: Binding,
@@ -185,12 +186,14 @@ pub struct Caller {
     channel: Channel,
     http: reqwest::Client,
     credential: Option<(String, String)>,
+    /// Headers sent after the credential.
+    extra: Vec<(String, String)>,
 }
 
 impl Caller {
     /// A caller of the server at `base` (`http://IP:PORT`), gRPC over `channel`.
     pub fn new(base: String, binding: Binding, channel: Channel) -> Self {
-        Self { binding, base, channel, http: reqwest::Client::new(), credential: None }
+        Self { binding, base, channel, http: reqwest::Client::new(), credential: None, extra: Vec::new() }
     }
 
     /// The same caller with its HTTP calls made by `http` (a TLS client, say).
@@ -201,6 +204,14 @@ impl Caller {
     /// The same caller with `header: value` on every call.
     pub fn with(&self, header: &str, value: &str) -> Self {
         Self { credential: Some((header.to_owned(), value.to_owned())), ..self.clone() }
+    }
+
+    /// The same caller with `header: value` added after its other headers (a repeat of one of
+    /// them goes on the wire as a second header).
+    pub fn and(&self, header: &str, value: &str) -> Self {
+        let mut extra = self.extra.clone();
+        extra.push((header.to_owned(), value.to_owned()));
+        Self { extra, ..self.clone() }
     }
 
     pub async fn call(&self, op: &Op) -> Result<Value, Fail> {
@@ -240,9 +251,9 @@ impl Caller {
         grpc.ready().await.expect("channel ready");
         let path: PathAndQuery = format!("/lf.a2a.v1.A2AService/{}", op.method()).parse().expect("path");
         let mut request = tonic::Request::new(request.clone());
-        if let Some((name, value)) = &self.credential {
+        for (name, value) in self.credential.iter().chain(&self.extra) {
             let key = MetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes()).expect("header name");
-            request.metadata_mut().insert(key, MetadataValue::try_from(value.as_str()).expect("ASCII"));
+            request.metadata_mut().append(key, MetadataValue::try_from(value.as_str()).expect("ASCII"));
         }
         let codec = tonic_prost::ProstCodec::<Req, Resp::Wire>::default();
         if op.streaming() {
@@ -261,7 +272,7 @@ impl Caller {
 
     fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         let mut request = self.http.request(method, format!("{}{path}", self.base));
-        if let Some((name, value)) = &self.credential {
+        for (name, value) in self.credential.iter().chain(&self.extra) {
             request = request.header(name, value);
         }
         request
