@@ -162,6 +162,53 @@ async fn an_idle_http2_connection_gets_goaway_and_closes() {
     assert!(ended.is_ok(), "{ended:?}");
 }
 
+/// An idle connection closes at the idle timeout after its last request (±10 %), not up to
+/// twice that: the timer counts from the last request's end, even when that request came while
+/// it was already running. Three connections of each protocol at once, each with a second
+/// request half-way through the timeout.
+#[tokio::test]
+async fn an_idle_connection_closes_at_the_idle_timeout_after_its_last_request() {
+    const IDLE: Duration = Duration::from_secs(2);
+    let server = TestServer::builder().connections(idle_after(IDLE)).start().await;
+    let http1 = |_| async {
+        let mut client = common::raw_http::RawHttp::connect(server.addr).await;
+        for pause in [Duration::ZERO, IDLE / 2] {
+            tokio::time::sleep(pause).await;
+            client.send(common::raw_http::head("GET", "/healthz", &[]).as_bytes()).await;
+            assert_eq!(client.response().await.status, 200);
+        }
+        let quiet = tokio::time::Instant::now();
+        assert!(client.closes().await, "HTTP/1.1 closes with nothing more to say");
+        ("HTTP/1.1", quiet.elapsed())
+    };
+    let http2 = |_| async {
+        let tcp = TcpStream::connect(server.addr).await.unwrap();
+        let (mut client, connection) = h2::client::handshake(tcp).await.expect("an HTTP/2 handshake");
+        let connection = tokio::spawn(connection);
+        for pause in [Duration::ZERO, IDLE / 2] {
+            tokio::time::sleep(pause).await;
+            let request = axum::http::Request::get(format!("{}/healthz", server.url())).body(()).unwrap();
+            let (response, _) = client.send_request(request, true).expect("a stream");
+            assert_eq!(response.await.expect("a response").status(), 200);
+        }
+        let quiet = tokio::time::Instant::now();
+        let ended = tokio::time::timeout(PATIENCE, connection).await.expect("the connection stays open");
+        assert!(ended.is_ok(), "{ended:?}");
+        ("HTTP/2", quiet.elapsed())
+    };
+    let (one, two) = tokio::join!(
+        futures::future::join_all((0..3).map(http1)),
+        futures::future::join_all((0..3).map(http2))
+    );
+    for (protocol, closed_after) in one.into_iter().chain(two) {
+        println!("{protocol}: closed {closed_after:?} after its last request");
+        assert!(
+            closed_after >= IDLE.mul_f64(0.9) && closed_after <= IDLE.mul_f64(1.1),
+            "{protocol} closed {closed_after:?} after its last request, idle timeout {IDLE:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn open_streams_are_never_cut_by_the_idle_timeout() {
     let server = TestServer::builder().connections(idle_after(Duration::from_millis(200))).start().await;

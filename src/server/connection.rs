@@ -4,8 +4,10 @@
 //! maximum age (GOAWAY; calls in flight finish), or when the server stops.
 //!
 //! Closing is graceful first (HTTP/2 GOAWAY; HTTP/1.1 closes between requests; a connection
-//! still deciding its protocol closes at once); a connection that lets the idle timeout pass
-//! once more after that, with still nothing in flight, is dropped.
+//! still deciding its protocol closes at once); a connection still open a tenth of the idle
+//! timeout after that, with still nothing in flight, is dropped. The idle timeout counts from
+//! the end of the connection's last request, so an idle connection closes at the timeout, not
+//! up to twice it.
 //!
 //! When the server drains, no request a client has already sent is lost: an HTTP/2 connection
 //! gets its GOAWAY at once (hyper's graceful GOAWAY still serves the streams the client opened
@@ -149,7 +151,8 @@ where
                 }
                 closing = true;
                 connection.as_mut().graceful_shutdown();
-                let timeout = if stopping { Some(settings.drain_keepalive_grace) } else { settings.idle_timeout };
+                let timeout =
+                    if stopping { Some(settings.drain_keepalive_grace) } else { settings.idle_timeout.map(|t| t / 10) };
                 idle.set(self::idle(activity.clone(), timeout));
             }
         }
@@ -164,15 +167,20 @@ async fn after(duration: Option<Duration>) {
     }
 }
 
-/// Resolves once the connection has had no request in flight for `timeout` (never without one).
-async fn idle(activity: Arc<Activity>, timeout: Option<Duration>) {
-    let Some(timeout) = timeout else { return std::future::pending().await };
-    loop {
-        activity.quiet().await;
-        let seen = activity.requests();
-        tokio::time::sleep(timeout).await;
-        if activity.in_flight() == 0 && activity.requests() == seen {
-            return;
+/// Resolves once the connection has had no request in flight for `timeout` (never without one),
+/// counted from its last request's end or from now, whichever is later.
+fn idle(activity: Arc<Activity>, timeout: Option<Duration>) -> impl Future<Output = ()> {
+    let from = tokio::time::Instant::now();
+    async move {
+        let Some(timeout) = timeout else { return std::future::pending().await };
+        loop {
+            activity.quiet().await;
+            let seen = (activity.requests(), activity.quiet_since());
+            let since = seen.1.map_or(from, |at| at.max(from));
+            tokio::time::sleep_until(since + timeout).await;
+            if activity.in_flight() == 0 && (activity.requests(), activity.quiet_since()) == seen {
+                return;
+            }
         }
     }
 }

@@ -32,6 +32,9 @@ pub(super) struct Activity {
     requests: AtomicU64,
     /// Notified when the last request in flight ends.
     quiet: Notify,
+    /// When it last did, in nanoseconds after [`epoch`] (0: never): the idle timeout counts
+    /// from there, not from when the connection's timer next looked.
+    quiet_since: AtomicU64,
     /// A request came over HTTP/2 (the connection speaks it).
     http2: AtomicBool,
     /// The server drains: HTTP/1.x answers carry `Connection: close`.
@@ -66,6 +69,12 @@ impl Activity {
         self.draining.store(true, Ordering::Relaxed);
     }
 
+    /// When the last request in flight ended, if one ever did.
+    pub(super) fn quiet_since(&self) -> Option<tokio::time::Instant> {
+        let nanos = self.quiet_since.load(Ordering::Acquire);
+        (nanos > 0).then(|| epoch() + Duration::from_nanos(nanos))
+    }
+
     /// Waits until no request is in flight.
     pub(super) async fn quiet(&self) {
         // `notify_one` keeps a permit when nobody waits yet, so an end between the check and
@@ -76,6 +85,12 @@ impl Activity {
     }
 }
 
+/// The instant [`Activity::quiet_since`] counts from (the first time anything asked).
+fn epoch() -> tokio::time::Instant {
+    static EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(tokio::time::Instant::now)
+}
+
 /// One request in flight; dropped with its response body (or with the request, if it never
 /// got that far).
 struct InFlightGuard(Arc<Activity>);
@@ -83,6 +98,8 @@ struct InFlightGuard(Arc<Activity>);
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let nanos = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+            self.0.quiet_since.store(nanos, Ordering::Release);
             self.0.quiet.notify_one();
         }
     }
