@@ -1,0 +1,75 @@
+//! Parked tasks expire in a fleet (issue #33): three real `a2a-server` replicas on one real
+//! `redis-server`, each sweeping the shared ledger of parked tasks. A hibernated task whose
+//! input timeout passes is canceled exactly once (one event, one cancel message, the next
+//! generation), by whichever replica wins its lease; a live waiting task is canceled by its
+//! owner and a subscriber on another replica sees the cancel.
+//!
+//! Without `redis-server` these tests skip loudly, except under `CI=true`, where they fail.
+mod common;
+
+use std::time::Duration;
+
+use a2a_server::proto::{GetTaskRequest, Task, TaskState};
+use common::fleet::{Fleet, collect_raw, decode, subscribe_raw};
+use common::redis::RedisServer;
+use common::*;
+
+/// Seconds a task may wait for input here, and how long it takes to hibernate.
+const ARGS: [&str; 4] = ["--input-timeout-secs", "2", "--task-idle-secs", "1"];
+
+/// The cancel messages in `task`'s history that say it expired.
+fn expiry_messages(task: &Task) -> usize {
+    let said =
+        |m: &&a2a_server::proto::Message| texts(&m.parts).concat().contains("no input arrived within 2s");
+    task.history.iter().filter(said).count()
+}
+
+#[tokio::test]
+async fn a_hibernated_task_in_a_fleet_expires_exactly_once() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(3, &redis.url(), &ARGS);
+    let mut clients = Vec::new();
+    for replica in &fleet.replicas {
+        clients.push(replica.client().await);
+    }
+    let task = send_task(&mut clients[0], send("input")).await;
+    assert_eq!(state(&task), TaskState::InputRequired);
+    let get = GetTaskRequest { id: task.id.clone(), ..Default::default() };
+    let mut last = task.clone();
+    for _ in 0..600 {
+        last = clients[1].get_task(get.clone()).await.expect("GetTask").into_inner();
+        if state(&last) != TaskState::InputRequired {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state(&last), TaskState::Canceled, "{last:?}");
+    // Every replica swept meanwhile; none canceled it again or forked it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for client in &mut clients {
+        let now = client.get_task(get.clone()).await.expect("GetTask").into_inner();
+        assert_eq!(now.generation, task.generation + 1, "one event after the wait: the cancel");
+        assert_eq!(expiry_messages(&now), 1, "one cancel message");
+    }
+    let expired = fleet.metric_sum("a2a_tasks_expired_total", &[0, 1, 2]).await;
+    assert_eq!(expired, 1.0, "one replica expired it");
+}
+
+#[tokio::test]
+async fn a_live_waiting_task_in_a_fleet_expires_on_its_owner_and_every_subscriber_sees_it() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(2, &redis.url(), &ARGS);
+    let mut owner = fleet.replicas[0].client().await;
+    let task = send_task(&mut owner, send("input")).await;
+    // A subscriber keeps the task live (it does not hibernate) on its owner; another follows
+    // it from the other replica.
+    let mut here = subscribe_raw(fleet.replicas[0].channel().await, &task.id).await.expect("subscribe");
+    let mut there = subscribe_raw(fleet.replicas[1].channel().await, &task.id).await.expect("subscribe");
+    for stream in [&mut here, &mut there] {
+        let (items, end) = collect_raw(stream).await;
+        end.expect("the stream ends with OK");
+        let last = decode(items.last().expect("items"));
+        assert_eq!(item_state(&last), Some(TaskState::Canceled));
+        assert_eq!(item_generation(&last), task.generation + 1);
+    }
+}
