@@ -85,6 +85,8 @@
 //!   means stored, an outage is not a death; docs/FLEET.md): the actor's side is
 //!   `task/journal.rs` and `task/actor/writes.rs`, the leases and the sweep `fleet/lease.rs`,
 //!   what may be revived where `task/registry.rs`; prove a change with `tests/fleet_faults.rs`.
+//! - **Change how deep a client's structured data may nest**: `core/validate/nesting.rs`
+//!   (`MAX_NESTING`, derived from the deepest wrapper a value travels in; its test builds each).
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

@@ -645,3 +645,49 @@ fn an_unreachable_redis_at_start_exits_2_naming_the_address() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
 }
+
+/// Metadata `depth` objects deep.
+fn nested_metadata(depth: usize) -> pbjson_types::Struct {
+    use pbjson_types::{Struct, Value, value::Kind};
+    let leaf = Value { kind: Some(Kind::BoolValue(true)) };
+    let value = (1..depth).fold(leaf, |inner, _| Value {
+        kind: Some(Kind::StructValue(Struct { fields: [("k".to_owned(), inner)].into() })),
+    });
+    Struct { fields: [("k".to_owned(), value)].into() }
+}
+
+/// Issue 33: a follow-up sent to another replica than its task's owner, its metadata nested
+/// one level past the limit, is refused at once (not dropped as unreadable mail while the
+/// caller waits); at the limit it is forwarded, answered, and the task reads everywhere.
+#[tokio::test]
+async fn a_follow_up_nested_too_deep_is_refused_at_once_via_another_replica() {
+    use a2a_server::core::MAX_NESTING;
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(3, &redis.url(), &[]);
+    let mut a = fleet[A].client().await;
+    let mut b = fleet[B].client().await;
+    let task = send_task(&mut a, send("input")).await;
+    assert_eq!(state(&task), TaskState::InputRequired);
+
+    let mut too_deep = follow_up(&task, "green");
+    too_deep.message.as_mut().expect("a message").metadata = Some(nested_metadata(MAX_NESTING + 1));
+    let started = Instant::now();
+    let status = b.send_message(too_deep).await.expect_err("refused");
+    assert!(started.elapsed() < Duration::from_secs(5), "refused at once: {:?}", started.elapsed());
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("message.metadata"), "{status:?}");
+
+    let mut at_limit = follow_up(&task, "green");
+    at_limit.message.as_mut().expect("a message").metadata = Some(nested_metadata(MAX_NESTING));
+    let started = Instant::now();
+    let done = within("a follow-up at the limit via B", send_task(&mut b, at_limit)).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "answered: {:?}", started.elapsed());
+    assert_eq!(state(&done), TaskState::Completed);
+    assert_eq!(done.history.last().and_then(|m| m.metadata.clone()), Some(nested_metadata(MAX_NESTING)));
+    same_task_everywhere(&fleet, &task.id).await;
+    for replica in [A, B] {
+        let mut client = fleet[replica].client().await;
+        let list = client.list_tasks(ListTasksRequest::default()).await.expect("ListTasks").into_inner();
+        assert_eq!(list.tasks.len(), 1, "replica {replica} lists the task");
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Inner;
-use super::mail::{Kind, Mail, Outcome, Reply, Request, TurnStart};
+use super::mail::{Kind, Mail, Outcome, Reply, Request, TurnStart, Unreadable};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -177,11 +177,38 @@ impl Inner {
             for (id, payload) in entries {
                 after = id;
                 match Mail::parse(&payload) {
-                    Some(Kind::Request(request)) => drop(tokio::spawn(self.clone().serve(request))),
-                    Some(Kind::Reply(reply)) => self.deliver(reply),
-                    None => tracing::warn!("unreadable mail in this replica's inbox; dropped"),
+                    Ok(Kind::Request(request)) => drop(tokio::spawn(self.clone().serve(request))),
+                    Ok(Kind::Reply(reply)) => self.deliver(reply),
+                    Err(unreadable) => self.refuse(*unreadable),
                 }
             }
+        }
+    }
+
+    /// Answers mail that did not decode at once with its error, so no caller waits for it.
+    fn refuse(self: &Arc<Self>, unreadable: Unreadable) {
+        match unreadable {
+            Unreadable::Request { id, reply_to, task_id, error } => {
+                tracing::warn!(%error, %task_id, replica = %reply_to, "unreadable forwarded command; refused");
+                let reply = Reply { id, outcome: Some(Outcome::Error((&error).into())) };
+                let inner = self.clone();
+                drop(tokio::spawn(async move { inner.reply(&reply_to, reply).await }));
+            }
+            Unreadable::Reply { id, error } => {
+                tracing::warn!(%error, "unreadable answer to a forwarded call");
+                self.deliver(Reply { id, outcome: Some(Outcome::Error((&error).into())) });
+            }
+            Unreadable::Garbage(error) => {
+                tracing::warn!(%error, "unreadable mail in this replica's inbox; dropped")
+            }
+        }
+    }
+
+    /// Sends `reply` to the inbox of replica `to`.
+    async fn reply(&self, to: &str, reply: Reply) {
+        let mail = Mail::to_bytes(Kind::Reply(reply));
+        if let Err(error) = self.store.send_to_replica(to, &mail).await {
+            tracing::warn!(%error, replica = %to, "a forwarded call's reply was lost");
         }
     }
 
@@ -196,10 +223,7 @@ impl Inner {
     /// Runs a forwarded command on the local actor and replies.
     async fn serve(self: Arc<Self>, request: Request) {
         let reply = Reply { id: request.id, outcome: self.execute(&request).await };
-        let mail = Mail::to_bytes(Kind::Reply(reply));
-        if let Err(error) = self.store.send_to_replica(&request.reply_to, &mail).await {
-            tracing::warn!(%error, replica = %request.reply_to, "a forwarded call's reply was lost");
-        }
+        self.reply(&request.reply_to, reply).await;
     }
 
     /// `None` when the task is not live here (any more).

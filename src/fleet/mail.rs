@@ -143,8 +143,129 @@ impl Mail {
         Mail { kind: Some(kind) }.encode_to_vec()
     }
 
-    /// Mail read from an inbox; anything unreadable is dropped with a warning by the caller.
-    pub fn parse(bytes: &[u8]) -> Option<Kind> {
-        Mail::decode(bytes).ok().and_then(|mail| mail.kind)
+    /// Mail read from an inbox. Mail that does not decode (nested past the decoder's limit,
+    /// or from another release) still names where its answer goes, so that no caller waits
+    /// on it: see [`Unreadable`].
+    pub fn parse(bytes: &[u8]) -> Result<Kind, Box<Unreadable>> {
+        let error = match Mail::decode(bytes) {
+            Ok(Mail { kind: Some(kind) }) => return Ok(kind),
+            Ok(Mail { kind: None }) => "no command or reply".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        let why = |what: &str| A2aError::Internal(format!("a forwarded {what} did not decode: {error}"));
+        Err(Box::new(match Envelope::decode(bytes).ok().and_then(|envelope| envelope.kind) {
+            Some(Routing::Request(RequestRouting { id, reply_to, task_id })) => {
+                Unreadable::Request { id, reply_to, task_id, error: why("command") }
+            }
+            Some(Routing::Reply(ReplyRouting { id })) => Unreadable::Reply { id, error: why("answer") },
+            None => Unreadable::Garbage(error),
+        }))
+    }
+}
+
+/// Mail that did not decode, and what of it did: enough to answer it at once.
+#[derive(Debug)]
+pub enum Unreadable {
+    /// A command: its sender is to be answered with `error`.
+    Request {
+        /// The command's id.
+        id: u64,
+        /// Its sender.
+        reply_to: String,
+        /// Its task.
+        task_id: String,
+        /// The answer.
+        error: A2aError,
+    },
+    /// A reply: the caller waiting for it gets `error`.
+    Reply {
+        /// The reply's id.
+        id: u64,
+        /// What the caller gets.
+        error: A2aError,
+    },
+    /// Not even that: no one can be answered.
+    Garbage(String),
+}
+
+/// A [`Mail`] read for its routing alone: the fields after these are skipped, not decoded, so
+/// nesting cannot make it fail (a length-delimited field is stepped over whole).
+#[derive(Clone, PartialEq, prost::Message)]
+struct Envelope {
+    #[prost(oneof = "Routing", tags = "1, 2")]
+    kind: Option<Routing>,
+}
+
+#[derive(Clone, PartialEq, Oneof)]
+enum Routing {
+    #[prost(message, tag = "1")]
+    Request(RequestRouting),
+    #[prost(message, tag = "2")]
+    Reply(ReplyRouting),
+}
+
+/// [`Request`]'s id, sender and task.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RequestRouting {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(string, tag = "2")]
+    reply_to: String,
+    #[prost(string, tag = "5")]
+    task_id: String,
+}
+
+/// [`Reply`]'s id.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReplyRouting {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use pbjson_types::{Struct, Value, value::Kind as ValueKind};
+
+    use super::*;
+
+    fn deep() -> Struct {
+        let value = (0..40).fold(Value { kind: Some(ValueKind::BoolValue(true)) }, |inner, _| Value {
+            kind: Some(ValueKind::StructValue(Struct { fields: [("k".to_owned(), inner)].into() })),
+        });
+        match value.kind {
+            Some(ValueKind::StructValue(deep)) => deep,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Mail nested past the decoder's limit still says whom to answer, and with what.
+    #[test]
+    fn unreadable_mail_names_whom_to_answer() {
+        let request = Request {
+            id: 7,
+            reply_to: "r1".into(),
+            task_id: "t".into(),
+            metadata: Some(deep()),
+            ..Default::default()
+        };
+        let unreadable = Mail::parse(&Mail::to_bytes(Kind::Request(request))).expect_err("too deep");
+        let Unreadable::Request { id: 7, reply_to, task_id, error } = *unreadable else {
+            panic!("{unreadable:?}");
+        };
+        assert_eq!((reply_to.as_str(), task_id.as_str()), ("r1", "t"));
+        assert_eq!(error.reason(), "INTERNAL_ERROR");
+        assert!(error.to_string().contains("recursion limit"), "{error}");
+        let task = Task { id: "t".into(), metadata: Some(deep()), ..Default::default() };
+        let reply = Reply { id: 9, outcome: Some(Outcome::Task(task)) };
+        assert!(matches!(
+            Mail::parse(&Mail::to_bytes(Kind::Reply(reply))),
+            Err(u) if matches!(*u, Unreadable::Reply { id: 9, .. })
+        ));
+        assert!(matches!(Mail::parse(b"\xff\xff"), Err(u) if matches!(*u, Unreadable::Garbage(_))));
+        let fine = Reply { id: 1, outcome: None };
+        assert!(matches!(
+            Mail::parse(&Mail::to_bytes(Kind::Reply(fine))),
+            Ok(Kind::Reply(Reply { id: 1, .. }))
+        ));
     }
 }

@@ -12,3 +12,4 @@
 mod common;
 
 mod harness;
+mod nesting;
