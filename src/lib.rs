@@ -87,6 +87,10 @@
 //!   what may be revived where `task/registry.rs`; prove a change with `tests/fleet_faults.rs`.
 //! - **Change how deep a client's structured data may nest**: `core/validate/nesting.rs`
 //!   (`MAX_NESTING`, derived from the deepest wrapper a value travels in; its test builds each).
+//! - **Change how waiting tasks expire or are counted** (`--input-timeout-secs`,
+//!   `--max-parked-tasks`): the actor's timer `task/actor/expiry.rs`, the parked ledger
+//!   `task/parked.rs` (in Redis `task/store/redis/parked.rs`), the sweep of hibernated tasks
+//!   `task/sweep.rs`; prove it with `tests/parked.rs` and `tests/fleet_parked.rs`.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

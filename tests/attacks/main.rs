@@ -12,4 +12,5 @@
 mod common;
 
 mod harness;
+mod parked;
 mod nesting;
