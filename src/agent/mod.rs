@@ -142,7 +142,8 @@ impl RequestContext {
         &self.owner.tenant
     }
 
-    /// The authenticated caller.
+    /// The authenticated caller, namespaced by its credential (`key:alice`, `jwt:<issuer>#alice`,
+    /// `mtls:alice`; see the README's "Principals").
     pub fn principal(&self) -> &str {
         &self.owner.principal
     }

@@ -147,7 +147,11 @@ impl Issuer {
         if algorithms.is_empty() || config.audiences.is_empty() || name.is_empty() {
             return Err(format!("jwt {name:?}: issuer, audiences and algorithms are required"));
         }
-        let namespace = namespace(&config)?;
+        let namespace = Namespace::of_issuer(
+            &config.issuer,
+            config.namespace.as_deref(),
+            config.principal_prefix.as_deref(),
+        )?;
         let hmac = algorithms.iter().filter(|a| a.family() == AlgorithmFamily::Hmac).count();
         let keys = match (&config.secret, &config.jwks_file, &config.jwks_url) {
             (Some(secret), None, None) if hmac == algorithms.len() => Keys::Secret(Arc::new(
@@ -255,23 +259,6 @@ impl Issuer {
             });
         Ok(Identity { principal, tenants: tenants_of(tenants) })
     }
-}
-
-/// The namespace of an issuer's principals: `namespace`, or the older `principal_prefix` when
-/// it was `"<namespace>:"` (so the principals stay what they were), else the issuer's own.
-fn namespace(config: &IssuerConfig) -> Result<Namespace, String> {
-    let what = format!("jwt {:?}", config.issuer);
-    let explicit = match (config.namespace.as_deref(), config.principal_prefix.as_deref()) {
-        (Some(_), Some(_)) => return Err(format!("{what}: give namespace, not principal_prefix too")),
-        (Some(namespace), None) => Some(namespace),
-        (None, None | Some("")) => None,
-        (None, Some(prefix)) => Some(prefix.strip_suffix(':').ok_or_else(|| {
-            format!(
-                "{what}: principal_prefix must be \"<namespace>:\"; better, set namespace = \"<namespace>\""
-            )
-        })?),
-    };
-    Namespace::configured(explicit, Namespace::issuer(&config.issuer), &what)
 }
 
 /// The `iss` of a token, read before its signature is checked (to choose the issuer whose keys

@@ -57,6 +57,25 @@ impl Namespace {
         Ok(Self(format!("{name}:")))
     }
 
+    /// The namespace of `issuer`'s principals: `namespace`, or the older `principal_prefix`
+    /// when it was `"<namespace>:"` (so the principals stay what they were), else its own.
+    pub(super) fn of_issuer(
+        issuer: &str,
+        namespace: Option<&str>,
+        prefix: Option<&str>,
+    ) -> Result<Self, String> {
+        let what = format!("jwt {issuer:?}");
+        let explicit = match (namespace, prefix) {
+            (Some(_), Some(_)) => return Err(format!("{what}: give namespace, not principal_prefix too")),
+            (Some(namespace), None) => Some(namespace),
+            (None, None | Some("")) => None,
+            (None, Some(prefix)) => Some(prefix.strip_suffix(':').ok_or_else(|| {
+                format!("{what}: principal_prefix must be \"<namespace>:\"; better, set namespace = \"<namespace>\"")
+            })?),
+        };
+        Self::configured(explicit, Self::issuer(issuer), &what)
+    }
+
     /// The principal `name` is in this namespace.
     pub(super) fn principal(&self, name: &str) -> String {
         format!("{}{name}", self.0)

@@ -11,6 +11,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod credentials;
 mod harness;
 mod parked;
+mod memory;
 mod nesting;
