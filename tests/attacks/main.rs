@@ -14,5 +14,4 @@ mod common;
 mod credentials;
 mod harness;
 mod parked;
-mod memory;
 mod nesting;
