@@ -9,7 +9,10 @@
 //!
 //! ## The layout, from the wire in
 //! - [`server`]: the one way to start a server ([`server::Server`], a builder): the routes of
-//!   every binding on one port (`server/router.rs`), and graceful drain (`server/drain.rs`).
+//!   every binding on one port (`server/router.rs`), graceful drain (`server/drain.rs`), and
+//!   how answers go out (`server/answer.rs`): in pieces, their unsent bytes under a budget per
+//!   connection and per server (`send_budget.rs`), cut when a client stops reading
+//!   (`send_watch.rs`).
 //!   [`config`]: the command line that `main.rs` turns into a builder.
 //! - [`transport`]: the wire bindings, thin shims over the core: `transport/grpc/` (named by
 //!   the RPCs each file serves; also grpc-web), `jsonrpc.rs`, `rest.rs` (HTTP+JSON), `sse.rs`,
@@ -85,6 +88,9 @@
 //!   means stored, an outage is not a death; docs/FLEET.md): the actor's side is
 //!   `task/journal.rs` and `task/actor/writes.rs`, the leases and the sweep `fleet/lease.rs`,
 //!   what may be revived where `task/registry.rs`; prove a change with `tests/fleet_faults.rs`.
+//! - **Bound what a client that does not read can pin**: `server/send_budget.rs` (the
+//!   budgets and the refusal in each binding's form) and `server/send_watch.rs` (the send
+//!   timeout); proved by `tests/attacks/memory.rs` against the release build.
 //! - **Change how deep a client's structured data may nest**: `core/validate/nesting.rs`
 //!   (`MAX_NESTING`, derived from the deepest wrapper a value travels in; its test builds each).
 //! - **Change how waiting tasks expire or are counted** (`--input-timeout-secs`,

@@ -149,6 +149,25 @@ pub struct Config {
     #[arg(long, env = "A2A_IDLE_CONNECTION_SECS", default_value_t = 120)]
     pub idle_connection_secs: u64,
 
+    /// Seconds an answer may hold unsent bytes without the client reading any: then its
+    /// HTTP/2 stream is reset (HTTP/1.1: its connection closed) and what it held is freed. A
+    /// connection left with nothing in flight is closed too. 0: never.
+    #[arg(long, env = "A2A_SEND_TIMEOUT_SECS", default_value_t = 30)]
+    pub send_timeout_secs: u64,
+
+    /// Bytes of answers encoded but not yet read that one connection may hold (a client that
+    /// asks and never reads); an answer that does not fit is refused with RESOURCE_EXHAUSTED
+    /// and a retry after the send timeout. Keep it well above --max-task-bytes: a task larger
+    /// than it can never be answered whole.
+    #[arg(long, env = "A2A_MAX_UNSENT_BYTES_PER_CONNECTION", default_value_t = 32 << 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1 << 20..))]
+    pub max_unsent_bytes_per_connection: usize,
+
+    /// The same for the whole server, every connection together.
+    #[arg(long, env = "A2A_MAX_UNSENT_BYTES", default_value_t = 128 << 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1 << 20..))]
+    pub max_unsent_bytes: usize,
+
     /// Seconds an HTTP/1.1 client has to send a request's headers, from their first byte (a
     /// slowloris is cut then). A kept-alive connection waiting for its next request is under
     /// --idle-connection-secs instead.
@@ -352,6 +371,13 @@ pub struct Config {
     /// message past it fails the task. 0: no limit.
     #[arg(long, env = "A2A_MAX_HISTORY", default_value_t = 1_000)]
     pub max_history: usize,
+
+    /// Bytes of tasks (encoded) in one ListTasks page: the page ends before the task that
+    /// would pass it, and `nextPageToken` goes on from there (a page holds at least one task).
+    /// 4 MiB keeps a page under gRPC clients' default message limit.
+    #[arg(long, env = "A2A_MAX_LIST_PAGE_BYTES", default_value_t = 4 << 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub max_list_page_bytes: usize,
 
     /// Tasks not yet terminal with an actor (waiting for input included; hibernated ones
     /// count against --max-parked-tasks) this server holds; a new task past it is refused

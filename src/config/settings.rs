@@ -147,6 +147,9 @@ impl Config {
             accept_backoff: Duration::from_millis(self.accept_backoff_ms),
             max_connection_age: secs(self.max_connection_age),
             drain_keepalive_grace: Duration::from_millis(self.drain_keepalive_grace_ms),
+            send_timeout: secs(self.send_timeout_secs),
+            max_unsent_bytes_per_connection: self.max_unsent_bytes_per_connection,
+            max_unsent_bytes: self.max_unsent_bytes,
         }
     }
 
@@ -216,6 +219,7 @@ impl Config {
             max_struct_values: self.max_struct_values,
             max_task_bytes: self.max_task_bytes,
             max_history: self.max_history,
+            max_list_page_bytes: self.max_list_page_bytes,
             max_live_tasks: self.max_live_tasks,
             max_live_tasks_per_principal: self.max_live_tasks_per_principal,
             input_timeout: Some(Duration::from_secs(self.input_timeout_secs)).filter(|t| !t.is_zero()),

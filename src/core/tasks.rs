@@ -11,6 +11,7 @@ use crate::task::registry::{Found, stored_task, with_live};
 use crate::task::store::{Cursor, TaskQuery};
 use crate::task::view::{trim_history, trimmed};
 use crate::task::{is_terminal, state_of};
+use prost::Message as _;
 
 impl Core {
     /// GetTask.
@@ -102,20 +103,27 @@ impl Core {
             include_artifacts,
         };
         let page = self.env.store.list(&call.owner(&request.tenant)?, &query).await?;
-        let tasks = page
-            .tasks
-            .into_iter()
-            .map(|mut task| {
-                trim_history(&mut task, request.history_length);
-                if !include_artifacts {
-                    task.artifacts.clear();
-                }
-                task
-            })
-            .collect();
+        let mut tasks: Vec<Task> = Vec::with_capacity(page.tasks.len());
+        let mut next = page.next;
+        let mut bytes = 0usize;
+        for mut task in page.tasks {
+            trim_history(&mut task, request.history_length);
+            if !include_artifacts {
+                task.artifacts.clear();
+            }
+            // Bounded at the source: a client that never reads holds at most one page.
+            bytes = bytes.saturating_add(task.encoded_len());
+            if bytes > self.settings.max_list_page_bytes
+                && let Some(last) = tasks.last()
+            {
+                next = Some(Cursor::of(last));
+                break;
+            }
+            tasks.push(task);
+        }
         Ok(ListTasksResponse {
             tasks,
-            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            next_page_token: next.map(|c| c.encode()).unwrap_or_default(),
             page_size,
             total_size: page.total as i32,
         })

@@ -27,10 +27,13 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
+use super::answer::Answers;
 use super::direct_grpc::DirectGrpc;
 use super::http1_guard::Http1Guard;
 use super::in_flight::{Activity, InFlight};
 use super::listener::ConnectionSettings;
+use super::send_budget::{self, SendBudget, Unsent};
+use super::send_watch::{self, Sends};
 use super::tls::{self, Tls};
 use super::write_coalescing::{self, Coalescing, StreamExecutor, Unstarted};
 use crate::auth::ClientCertificate;
@@ -49,10 +52,17 @@ pub(super) struct Shared {
     routes: Routes,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
+    /// The server's count of unsent answer bytes (`send_budget.rs`).
+    unsent: Arc<Unsent>,
 }
 
 impl Shared {
-    pub(super) fn new(routes: Routes, settings: ConnectionSettings, tls: Option<Arc<Tls>>) -> Self {
+    pub(super) fn new(
+        routes: Routes,
+        settings: ConnectionSettings,
+        tls: Option<Arc<Tls>>,
+        unsent: Arc<Unsent>,
+    ) -> Self {
         let mut builder = auto::Builder::new(StreamExecutor);
         builder
             .http1()
@@ -62,9 +72,12 @@ impl Shared {
             .http2()
             .timer(TokioTimer::new())
             .max_concurrent_streams(settings.http2_max_concurrent_streams)
+            // What h2 queues per stream beyond the send budget's count: two chunks, so a
+            // peer that opens its window and then stops reading pins little per stream.
+            .max_send_buf_size(2 * send_budget::CHUNK)
             .keep_alive_interval(settings.http2_keepalive_interval)
             .keep_alive_timeout(settings.http2_keepalive_timeout);
-        Self { builder, routes, settings, tls }
+        Self { builder, routes, settings, tls, unsent }
     }
 
     /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
@@ -85,10 +98,11 @@ pub(super) async fn serve(
     _permit: OwnedSemaphorePermit,
 ) {
     let unstarted = Arc::new(Unstarted::default());
+    let sends = Arc::new(Sends::new(shared.settings.send_timeout));
     let Some(tls) = &shared.tls else {
         let io = shared.guard(stream, unstarted.clone());
-        return write_coalescing::counting(unstarted, run(&shared, io, Peer { certificate: None }, stop))
-            .await;
+        let run = run(&shared, io, Peer { certificate: None }, stop, sends.clone());
+        return write_coalescing::counting(unstarted, send_watch::connection(sends, run)).await;
     };
     // Not cut when the server stops: a connection accepted just before is served like any
     // open one (see `run`), and the handshake has its own timeout.
@@ -100,7 +114,8 @@ pub(super) async fn serve(
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
     let io = shared.guard(stream, unstarted.clone());
-    write_coalescing::counting(unstarted, run(&shared, io, Peer { certificate }, stop)).await;
+    let run = run(&shared, io, Peer { certificate }, stop, sends.clone());
+    write_coalescing::counting(unstarted, send_watch::connection(sends, run)).await;
 }
 
 /// Who is at the other end of a connection, as far as its requests need to know.
@@ -109,13 +124,21 @@ pub(super) struct Peer {
     pub(super) certificate: Option<Arc<ClientCertificate>>,
 }
 
-async fn run<I>(shared: &Shared, io: I, peer: Peer, mut stop: watch::Receiver<()>)
+async fn run<I>(shared: &Shared, io: I, peer: Peer, mut stop: watch::Receiver<()>, sends: Arc<Sends>)
 where
     I: Read + Write + Unpin + Send + 'static,
 {
     let settings = &shared.settings;
     let activity = Arc::new(Activity::default());
-    let service = InFlight::new(shared.routes.clone(), activity.clone(), settings.body_read_timeout, peer);
+    let budget = SendBudget::new(
+        settings.max_unsent_bytes_per_connection,
+        shared.unsent.clone(),
+        settings.send_timeout,
+    );
+    let answers = Arc::new(Answers { budget, http1: Arc::default() });
+    let mut stalled = std::pin::pin!(send_watch::stalled(answers.http1.clone(), settings.send_timeout));
+    let service =
+        InFlight::new(shared.routes.clone(), activity.clone(), settings.body_read_timeout, peer, answers);
     let connection = shared.builder.serve_connection(io, TowerToHyperService::new(service));
     let mut connection = std::pin::pin!(connection);
     let mut age = std::pin::pin!(after(settings.max_connection_age));
@@ -123,11 +146,26 @@ where
     let (mut aged, mut stopping, mut closing) = (false, false, false);
     loop {
         tokio::select! {
+            // In this order: `stalled` must look after the connection's answer was polled.
+            biased;
             result = connection.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%error, "connection ended with an error");
                 }
                 return;
+            }
+            // HTTP/1.1 cannot cut one answer and go on: the connection goes with it.
+            () = &mut stalled => {
+                tracing::debug!("HTTP/1.1 answer stalled; closing the connection");
+                return;
+            }
+            // A stalled HTTP/2 stream was reset; if nothing else is in flight, its peer reads
+            // nothing at all.
+            () = sends.cut() => {
+                if activity.in_flight() == 0 {
+                    tracing::debug!("every answer on the connection stalled; closing it");
+                    return;
+                }
             }
             () = &mut age, if !aged => {
                 aged = true;

@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio::time::Sleep;
 use tower::ServiceExt;
 
+use super::answer::Answers;
 use super::connection::{Peer, Routes};
 use crate::error::BoxError;
 
@@ -115,6 +116,8 @@ pub(super) struct InFlight {
     activity: Arc<Activity>,
     body_timeout: Option<Duration>,
     peer: Arc<Peer>,
+    /// How the connection sends answers (`answer.rs`).
+    answers: Arc<Answers>,
 }
 
 impl InFlight {
@@ -123,8 +126,9 @@ impl InFlight {
         activity: Arc<Activity>,
         body_timeout: Option<Duration>,
         peer: Peer,
+        answers: Arc<Answers>,
     ) -> Self {
-        Self { routes, activity, body_timeout, peer: Arc::new(peer) }
+        Self { routes, activity, body_timeout, peer: Arc::new(peer), answers }
     }
 }
 
@@ -153,45 +157,19 @@ impl tower::Service<Request<Incoming>> for InFlight {
         let request = Request::from_parts(head, Deadline::new(body, self.body_timeout));
         if let Some(direct) = self.routes.direct.as_ref().filter(|direct| direct.takes(&request)) {
             let response = direct.clone().call(request);
-            return Box::pin(async move {
-                Ok(response.await.map(|body| Body::new(Tracked { body, _guard: guard })))
-            });
+            let answers = self.answers.clone();
+            return Box::pin(async move { Ok(answers.send(response.await, guard).await) });
         }
         let response = self.routes.router.clone().oneshot(request);
+        let answers = self.answers.clone();
         Box::pin(async move {
             let mut response = response.await?;
             if !http2 && guard.0.draining.load(Ordering::Relaxed) {
                 // hyper closes the connection once this answer is written.
                 response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             }
-            Ok(response.map(|body| Body::new(Tracked { body, _guard: guard })))
+            Ok(answers.send(response, guard).await)
         })
-    }
-}
-
-/// A response body that keeps its request in flight until it ends.
-struct Tracked<B> {
-    body: B,
-    _guard: InFlightGuard,
-}
-
-impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Tracked<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
 

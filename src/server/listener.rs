@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::connection::{self, Routes, Shared};
+use super::send_budget::Unsent;
 use super::tls::Tls;
 use crate::error::BoxError;
 
@@ -57,6 +58,15 @@ pub struct ConnectionSettings {
     /// the server closes it. Its HTTP/1.1 answers meanwhile say `Connection: close`, so a load
     /// balancer about to reuse it still gets its answer; HTTP/2 gets a GOAWAY at once.
     pub drain_keepalive_grace: Duration,
+    /// An answer that holds unsent bytes and makes no write progress for this long is cut
+    /// (HTTP/2: its stream reset; HTTP/1.1: its connection closed) and what it held freed;
+    /// `None`: never. See `send_watch.rs`.
+    pub send_timeout: Option<Duration>,
+    /// Bytes of answers encoded and not yet written that one connection may hold; an answer
+    /// that does not fit is refused with RESOURCE_EXHAUSTED. See `send_budget.rs`.
+    pub max_unsent_bytes_per_connection: usize,
+    /// The same, for the whole server (every listener together).
+    pub max_unsent_bytes: usize,
 }
 
 impl Default for ConnectionSettings {
@@ -72,6 +82,9 @@ impl Default for ConnectionSettings {
             accept_backoff: Duration::from_millis(100),
             max_connection_age: None,
             drain_keepalive_grace: Duration::from_millis(1000),
+            send_timeout: Some(Duration::from_secs(30)),
+            max_unsent_bytes_per_connection: 32 << 20,
+            max_unsent_bytes: 128 << 20,
         }
     }
 }
@@ -102,10 +115,11 @@ pub(super) async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     settings: ConnectionSettings,
     tls: Option<Arc<Tls>>,
+    unsent: Arc<Unsent>,
 ) -> Result<(), BoxError> {
     let permits = Arc::new(Semaphore::new(settings.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
     let backoff = settings.accept_backoff;
-    let shared = Arc::new(Shared::new(routes, settings, tls));
+    let shared = Arc::new(Shared::new(routes, settings, tls, unsent));
     // Each connection holds a receiver: the loop signals through it and waits until all are
     // dropped.
     let (signal, connections) = watch::channel(());

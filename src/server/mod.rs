@@ -18,6 +18,7 @@
 //! running.wait().await
 //! # }
 //! ```
+mod answer;
 mod connection;
 pub(crate) mod direct_grpc;
 mod drain;
@@ -26,6 +27,8 @@ mod in_flight;
 mod listener;
 mod request_framing;
 pub(crate) mod router;
+mod send_budget;
+mod send_watch;
 mod store_health;
 mod tls;
 mod write_coalescing;
@@ -289,8 +292,10 @@ impl Server {
             descriptor_limit = descriptor_limit(),
             "connection cap (each listener)"
         );
+        // One count of unsent answer bytes for every listener (`send_budget.rs`).
+        let unsent = Arc::new(send_budget::Unsent::new(connections.max_unsent_bytes));
         let serve = |listener, routes, tls: &Option<Arc<Tls>>| {
-            listener::serve(listener, routes, until(), connections.clone(), tls.clone())
+            listener::serve(listener, routes, until(), connections.clone(), tls.clone(), unsent.clone())
         };
         let direct = Some(app.direct.clone());
         let task = match self.http_listener {

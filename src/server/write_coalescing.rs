@@ -71,7 +71,7 @@ where
         if let Some(unstarted) = &unstarted {
             unstarted.spawn();
         }
-        drop(tokio::spawn(FirstPoll { future, unstarted }));
+        drop(tokio::spawn(FirstPoll { future: super::send_watch::watched(future), unstarted }));
     }
 }
 

@@ -141,6 +141,18 @@ pub fn error_text_response(error: &A2aError, body: String, a2a_json: bool) -> Re
     response
 }
 
+/// `error` in place of `answer`, a JSON answer the server wrote but could not afford to send
+/// (see `server/send_budget.rs`): a JSON-RPC error with the answer's id, else the HTTP+JSON
+/// error, in the media type the answer had.
+pub fn refused_answer(headers: &HeaderMap, answer: &[u8], error: &A2aError) -> Response {
+    if let Some(response) = super::jsonrpc::refused(answer, error) {
+        return response;
+    }
+    let a2a_json =
+        headers.get(header::CONTENT_TYPE).is_some_and(|ct| ct.as_bytes().starts_with(A2A_JSON.as_bytes()));
+    error_response(error, &error.to_http_body(), a2a_json)
+}
+
 /// Parses a request body as I-JSON (duplicate names refused), mapping failure to a JSON parse
 /// error; a request over the core's `--max-parts` or `--max-struct-values` gets the core's
 /// error, found without building what is over.

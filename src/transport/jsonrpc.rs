@@ -118,6 +118,14 @@ fn answer_head(id: &RequestId, member: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{},"{member}":"#, id.as_json())
 }
 
+/// `error` in place of `answer`, a JSON-RPC answer this binding wrote (its id read back from
+/// its head); `None` when `answer` is not one.
+pub(crate) fn refused(answer: &[u8], error: &A2aError) -> Option<Response> {
+    let rest = answer.strip_prefix(br#"{"jsonrpc":"2.0","id":"#)?;
+    let raw = serde_json::Deserializer::from_slice(rest).into_iter::<Box<RawValue>>().next()?.ok()?;
+    Some(error_response(&RequestId::of(raw).ok()?, error))
+}
+
 fn error_response(id: &RequestId, error: &A2aError) -> Response {
     http::json_text_response(StatusCode::OK, answer(id, "error", &error.to_jsonrpc_error()), false)
 }

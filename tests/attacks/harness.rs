@@ -6,10 +6,15 @@ use std::time::Duration;
 
 use crate::common::process::ServerProcess;
 
-/// The release build of `a2a-server`, built (once per test process) if it is missing or stale.
+/// The release build of `a2a-server`, built (once per test process) if it is missing or stale;
+/// `A2A_ATTACK_BIN` names another binary instead (for a quick local rerun; CI never sets it).
 pub fn release_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("A2A_ATTACK_BIN") {
+            eprintln!("tests/attacks: A2A_ATTACK_BIN set: attacking {bin:?}, not a fresh release build");
+            return PathBuf::from(bin);
+        }
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
         let status = Command::new(env!("CARGO"))
             .current_dir(manifest)
@@ -17,16 +22,22 @@ pub fn release_bin() -> &'static Path {
             .status()
             .expect("run cargo build --release");
         assert!(status.success(), "cargo build --release --bin a2a-server failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| manifest.join("target"));
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| manifest.join("target"));
         let bin = target.join("release").join("a2a-server");
         assert!(bin.exists(), "no release binary at {}", bin.display());
         bin
     })
 }
 
-/// The release server started with `args`.
+/// The release server started with `args`, on a free loopback port unless they name one.
 pub fn start(args: &[&str]) -> ServerProcess {
-    ServerProcess::start_bin(release_bin(), args, &[])
+    let mut all = args.to_vec();
+    if !args.contains(&"--listen") {
+        all.extend(["--listen", "127.0.0.1:0"]);
+    }
+    ServerProcess::start_bin(release_bin(), &all, &[])
 }
 
 /// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`).

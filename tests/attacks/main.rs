@@ -13,5 +13,6 @@ mod common;
 
 mod credentials;
 mod harness;
-mod parked;
+mod memory;
 mod nesting;
+mod parked;
