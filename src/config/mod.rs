@@ -164,7 +164,7 @@ pub struct Config {
     pub max_unsent_bytes_per_connection: usize,
 
     /// The same for the whole server, every connection together.
-    #[arg(long, env = "A2A_MAX_UNSENT_BYTES", default_value_t = 128 << 20,
+    #[arg(long, env = "A2A_MAX_UNSENT_BYTES", default_value_t = 64 << 20,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1 << 20..))]
     pub max_unsent_bytes: usize,
 

@@ -85,10 +85,9 @@ impl<B, G> Tracked<B, G> {
         Self { body, answers, early, pending, grpc, started: false, ended: false, guard, size }
     }
 
-    /// Tells the answer's watch what it holds now (bytes not yet handed to hyper, which asks
-    /// for them only as the client reads).
+    /// Tells the answer's watch what it holds now (bytes not yet handed to hyper).
     fn holding(&self, held: usize) {
-        send_watch::moved(&self.answers.http1, held);
+        send_watch::holding(&self.answers.http1, held);
     }
 
     /// Takes `data` (over a chunk) to hand on piece by piece, if it fits the budget: the
@@ -108,7 +107,7 @@ impl<B, G> Tracked<B, G> {
     fn hand_on(&mut self) -> Bytes {
         let chunk = self.pending.split_to(self.pending.len().min(CHUNK));
         self.answers.budget.release(chunk.len());
-        self.holding(self.pending.len());
+        send_watch::handed_on(&self.answers.http1, self.pending.len());
         chunk
     }
 

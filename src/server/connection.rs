@@ -33,7 +33,7 @@ use super::http1_guard::Http1Guard;
 use super::in_flight::{Activity, InFlight};
 use super::listener::ConnectionSettings;
 use super::send_budget::{self, SendBudget, Unsent};
-use super::send_watch::{self, Sends};
+use super::send_watch::{self, SendWatch, Sends, Written};
 use super::tls::{self, Tls};
 use super::write_coalescing::{self, Coalescing, StreamExecutor, Unstarted};
 use crate::auth::ClientCertificate;
@@ -82,8 +82,14 @@ impl Shared {
 
     /// A connection's byte stream, guarded (see `http1_guard.rs`) and ready for hyper.
     /// `unstarted` counts the connection's streams not yet polled (see `write_coalescing.rs`).
-    fn guard<S>(&self, stream: S, unstarted: Arc<Unstarted>) -> TokioIo<Coalescing<Http1Guard<S>>> {
-        let guarded = Http1Guard::new(stream, Some(self.settings.header_read_timeout));
+    /// `written` hears of every write to the socket (an HTTP/1.1 answer's progress).
+    fn guard<S>(
+        &self,
+        stream: S,
+        unstarted: Arc<Unstarted>,
+        written: Arc<SendWatch>,
+    ) -> TokioIo<Coalescing<Http1Guard<Written<S>>>> {
+        let guarded = Http1Guard::new(Written::new(stream, written), Some(self.settings.header_read_timeout));
         TokioIo::new(Coalescing::new(guarded, unstarted))
     }
 }
@@ -99,9 +105,10 @@ pub(super) async fn serve(
 ) {
     let unstarted = Arc::new(Unstarted::default());
     let sends = Arc::new(Sends::new(shared.settings.send_timeout));
+    let http1 = Arc::new(SendWatch::default());
     let Some(tls) = &shared.tls else {
-        let io = shared.guard(stream, unstarted.clone());
-        let run = run(&shared, io, Peer { certificate: None }, stop, sends.clone());
+        let io = shared.guard(stream, unstarted.clone(), http1.clone());
+        let run = run(&shared, io, Peer { certificate: None }, stop, (sends.clone(), http1));
         return write_coalescing::counting(unstarted, send_watch::connection(sends, run)).await;
     };
     // Not cut when the server stops: a connection accepted just before is served like any
@@ -113,8 +120,8 @@ pub(super) async fn serve(
         Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
     };
     let certificate = tls::client_certificate(stream.get_ref().1);
-    let io = shared.guard(stream, unstarted.clone());
-    let run = run(&shared, io, Peer { certificate }, stop, sends.clone());
+    let io = shared.guard(stream, unstarted.clone(), http1.clone());
+    let run = run(&shared, io, Peer { certificate }, stop, (sends.clone(), http1));
     write_coalescing::counting(unstarted, send_watch::connection(sends, run)).await;
 }
 
@@ -124,8 +131,15 @@ pub(super) struct Peer {
     pub(super) certificate: Option<Arc<ClientCertificate>>,
 }
 
-async fn run<I>(shared: &Shared, io: I, peer: Peer, mut stop: watch::Receiver<()>, sends: Arc<Sends>)
-where
+/// Serves a connection; `sends` is what its HTTP/2 streams report stalls to, `http1` the
+/// watch of its HTTP/1.1 answer.
+async fn run<I>(
+    shared: &Shared,
+    io: I,
+    peer: Peer,
+    mut stop: watch::Receiver<()>,
+    (sends, http1): (Arc<Sends>, Arc<SendWatch>),
+) where
     I: Read + Write + Unpin + Send + 'static,
 {
     let settings = &shared.settings;
@@ -135,7 +149,7 @@ where
         shared.unsent.clone(),
         settings.send_timeout,
     );
-    let answers = Arc::new(Answers { budget, http1: Arc::default() });
+    let answers = Arc::new(Answers { budget, http1 });
     let mut stalled = std::pin::pin!(send_watch::stalled(answers.http1.clone(), settings.send_timeout));
     let service =
         InFlight::new(shared.routes.clone(), activity.clone(), settings.body_read_timeout, peer, answers);
@@ -143,7 +157,7 @@ where
     let mut connection = std::pin::pin!(connection);
     let mut age = std::pin::pin!(after(settings.max_connection_age));
     let mut idle = std::pin::pin!(idle(activity.clone(), settings.idle_timeout));
-    let (mut aged, mut stopping, mut closing) = (false, false, false);
+    let (mut aged, mut stopping, mut closing, mut stalled_streams) = (false, false, false, false);
     loop {
         tokio::select! {
             // In this order: `stalled` must look after the connection's answer was polled.
@@ -159,13 +173,13 @@ where
                 tracing::debug!("HTTP/1.1 answer stalled; closing the connection");
                 return;
             }
-            // A stalled HTTP/2 stream was reset; if nothing else is in flight, its peer reads
-            // nothing at all.
-            () = sends.cut() => {
-                if activity.in_flight() == 0 {
-                    tracing::debug!("every answer on the connection stalled; closing it");
-                    return;
-                }
+            // A stalled HTTP/2 stream was reset: once nothing else is in flight (now, or when
+            // the rest of its answers have stalled or ended too), the peer reads nothing at all.
+            // Cuts may come together and be heard as one, so this waits for quiet, not a count.
+            () = sends.cut(), if !stalled_streams => stalled_streams = true,
+            () = activity.quiet(), if stalled_streams => {
+                tracing::debug!("every answer on the connection stalled or ended; closing it");
+                return;
             }
             () = &mut age, if !aged => {
                 aged = true;

@@ -78,10 +78,16 @@ impl Activity {
 
     /// Waits until no request is in flight.
     pub(super) async fn quiet(&self) {
-        // `notify_one` keeps a permit when nobody waits yet, so an end between the check and
-        // the wait is not missed.
-        while self.in_flight() > 0 {
-            self.quiet.notified().await;
+        // Several wait at once (the idle timer, and after a stalled stream the close), so the
+        // last end wakes them all; registered before the check, none misses an end between.
+        loop {
+            let notified = self.quiet.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
         }
     }
 }
@@ -101,7 +107,7 @@ impl Drop for InFlightGuard {
         if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             let nanos = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
             self.0.quiet_since.store(nanos, Ordering::Release);
-            self.0.quiet.notify_one();
+            self.0.quiet.notify_waiters();
         }
     }
 }

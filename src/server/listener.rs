@@ -84,7 +84,7 @@ impl Default for ConnectionSettings {
             drain_keepalive_grace: Duration::from_millis(1000),
             send_timeout: Some(Duration::from_secs(30)),
             max_unsent_bytes_per_connection: 32 << 20,
-            max_unsent_bytes: 128 << 20,
+            max_unsent_bytes: 64 << 20,
         }
     }
 }

@@ -293,7 +293,7 @@ impl Server {
             "connection cap (each listener)"
         );
         // One count of unsent answer bytes for every listener (`send_budget.rs`).
-        let unsent = Arc::new(send_budget::Unsent::new(connections.max_unsent_bytes));
+        let unsent = Arc::new(send_budget::Unsent::server(connections.max_unsent_bytes));
         let serve = |listener, routes, tls: &Option<Arc<Tls>>| {
             listener::serve(listener, routes, until(), connections.clone(), tls.clone(), unsent.clone())
         };

@@ -28,15 +28,33 @@ use crate::error::{A2aError, LimitKind};
 pub(super) const CHUNK: usize = 64 * 1024;
 
 /// A count of unsent answer bytes with a limit.
-#[derive(Debug)]
 pub(crate) struct Unsent {
     bytes: AtomicUsize,
     limit: usize,
+    /// The server's count, exported as `a2a_unsent_answer_bytes` (a connection's is not).
+    gauge: Option<metrics::Gauge>,
+}
+
+impl std::fmt::Debug for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsent").field("bytes", &self.bytes).field("limit", &self.limit).finish()
+    }
 }
 
 impl Unsent {
     pub(crate) fn new(limit: usize) -> Self {
-        Self { bytes: AtomicUsize::new(0), limit }
+        Self { bytes: AtomicUsize::new(0), limit, gauge: None }
+    }
+
+    /// The server's count, exported as a gauge.
+    pub(crate) fn server(limit: usize) -> Self {
+        Self { gauge: Some(metrics::gauge!("a2a_unsent_answer_bytes")), ..Self::new(limit) }
+    }
+
+    fn exported(&self, delta: f64) {
+        if let Some(gauge) = &self.gauge {
+            gauge.increment(delta);
+        }
     }
 
     /// Bytes counted now.
@@ -49,15 +67,18 @@ impl Unsent {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
                 now.checked_add(n).filter(|total| *total <= self.limit)
             })
+            .inspect(|_| self.exported(n as f64))
             .is_ok()
     }
 
     fn add(&self, n: usize) {
         self.bytes.fetch_add(n, Ordering::AcqRel);
+        self.exported(n as f64);
     }
 
     fn sub(&self, n: usize) {
         self.bytes.fetch_sub(n, Ordering::AcqRel);
+        self.exported(-(n as f64));
     }
 }
 
@@ -122,6 +143,7 @@ impl SendBudget {
              {limit} (--{flag}); read the answers already sent, or retry later",
             unsent.bytes()
         );
+        metrics::counter!("a2a_answers_refused_total").increment(1);
         let mut error = A2aError::limit(LimitKind::Quota, flag, detail);
         if let A2aError::LimitExceeded { retry_after_secs, .. } = &mut error {
             *retry_after_secs = self.retry_after.map(|t| t.as_secs().max(1));

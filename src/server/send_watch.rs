@@ -1,11 +1,12 @@
 //! The send timeout: an answer that makes no write progress for `--send-timeout-secs` is cut,
 //! and what it held is freed at once.
 //!
-//! Progress is the response body handing hyper its next piece (see `send_budget.rs`), which
-//! hyper asks for only when the peer's flow-control window and the socket have room: a body
-//! that still holds bytes and has not been asked for a while is stalled by its reader. Such a
-//! body is not polled at all, so it cannot time itself out; what watches it is whatever polls
-//! the future that owns it:
+//! Progress on HTTP/2 is the response body handing hyper its next piece (see `answer.rs`),
+//! which h2 asks for only when the peer's flow-control window and the socket have room; on
+//! HTTP/1.1, whose hyper takes pieces whenever its own buffer has room, it is a write to the
+//! socket ([`Written`]). An answer that still holds bytes and has not moved for a while is
+//! stalled by its reader. Its body is not polled then, so it cannot time itself out; what
+//! watches it is whatever polls the future that owns it:
 //! - HTTP/2: the stream's task (hyper runs each stream in one, spawned by our executor). The
 //!   [`Watched`] wrapper drops the stream's future once it stalls: h2 then resets the stream
 //!   (`RST_STREAM CANCEL`) and frees what it had buffered, the body and its count go with it,
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
@@ -44,12 +46,22 @@ impl Default for SendWatch {
 }
 
 impl SendWatch {
-    /// The body handed bytes on (or took an answer) and now holds `held`: its clock restarts.
-    pub(super) fn moved(&self, held: usize) {
-        if held > 0 {
-            self.moved_ms.store(self.base.elapsed().as_millis() as u64, Ordering::Release);
+    /// The answer now holds `held` bytes; its clock starts when it begins to hold any.
+    pub(super) fn hold(&self, held: usize) {
+        if self.held.swap(held, Ordering::AcqRel) == 0 && held > 0 {
+            self.stamp();
         }
-        self.held.store(held, Ordering::Release);
+    }
+
+    /// Bytes of the answer went out: its clock restarts.
+    pub(super) fn progress(&self) {
+        if self.held.load(Ordering::Acquire) > 0 {
+            self.stamp();
+        }
+    }
+
+    fn stamp(&self) {
+        self.moved_ms.store(self.base.elapsed().as_millis() as u64, Ordering::Release);
     }
 
     /// Bytes the answer holds now.
@@ -144,12 +156,86 @@ pub(super) async fn connection<F: Future>(sends: Arc<Sends>, connection: F) -> F
     CONNECTION_SENDS.scope(sends, connection).await
 }
 
-/// Tells the answer's watch that it moved and now holds `held`: the watch of the HTTP/2
-/// stream being polled now, else (HTTP/1.1, whose answers the connection's task writes)
-/// `http1`.
-pub(super) fn moved(http1: &SendWatch, held: usize) {
-    if STREAM.try_with(|stream| stream.moved(held)).is_err() {
-        http1.moved(held);
+/// Tells the answer's watch what it holds: the watch of the HTTP/2 stream being polled now,
+/// else (HTTP/1.1, whose answers the connection's task writes) `http1`.
+pub(super) fn holding(http1: &SendWatch, held: usize) {
+    if STREAM.try_with(|stream| stream.hold(held)).is_err() {
+        http1.hold(held);
+    }
+}
+
+/// [`holding`] after the answer handed hyper a piece. For an HTTP/2 stream that is progress:
+/// h2 asks for more only as the peer's window and the socket take what it has. HTTP/1.1
+/// asks whenever its buffer has room, even with the socket full, so there progress is a
+/// write to the socket instead ([`Written`]).
+pub(super) fn handed_on(http1: &SendWatch, held: usize) {
+    let stream = STREAM.try_with(|stream| {
+        stream.hold(held);
+        stream.progress();
+    });
+    if stream.is_err() {
+        http1.hold(held);
+    }
+}
+
+/// A connection's socket, telling its HTTP/1.1 watch whenever bytes go out.
+pub(super) struct Written<S> {
+    io: S,
+    watch: Arc<SendWatch>,
+}
+
+impl<S> Written<S> {
+    pub(super) fn new(io: S, watch: Arc<SendWatch>) -> Self {
+        Self { io, watch }
+    }
+
+    fn wrote(&self, written: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if let Poll::Ready(Ok(1..)) = written {
+            self.watch.progress();
+        }
+        written
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Written<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Written<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(written)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(written)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -192,6 +278,7 @@ impl<F: Future<Output = ()>> Future for Watched<F> {
         // Dropped here, before the connection hears of it: the stream (reset by h2), its body,
         // its count and its place in flight all go now.
         STREAM.sync_scope(watch.clone(), || this.future.set(None));
+        metrics::counter!("a2a_answers_cut_total").increment(1);
         sends.note_cut();
         Poll::Ready(())
     }
@@ -202,7 +289,8 @@ impl<F: Future<Output = ()>> Future for Watched<F> {
 pub(super) async fn stalled(watch: Arc<SendWatch>, timeout: Option<Duration>) {
     let Some(timeout) = timeout else { return std::future::pending().await };
     let mut stall = Stall::new(timeout);
-    std::future::poll_fn(|cx| stall.poll(&watch, cx)).await
+    std::future::poll_fn(|cx| stall.poll(&watch, cx)).await;
+    metrics::counter!("a2a_answers_cut_total").increment(1);
 }
 
 #[cfg(test)]
@@ -216,9 +304,10 @@ mod tests {
         tokio::pin!(stalled);
         let wait = |ms| tokio::time::sleep(Duration::from_millis(ms));
         tokio::select! { () = &mut stalled => panic!("holding nothing, it never stalls"), () = wait(600) => {} }
-        watch.moved(1000);
+        watch.hold(1000);
         tokio::select! { () = &mut stalled => panic!("it moved 200 ms ago"), () = wait(200) => {} }
-        watch.moved(500);
+        watch.hold(500);
+        watch.progress();
         let moved = tokio::time::Instant::now();
         tokio::select! { () = &mut stalled => panic!("it moved 200 ms ago"), () = wait(200) => {} }
         tokio::time::timeout(Duration::from_secs(5), &mut stalled).await.expect("stalled");
@@ -232,7 +321,7 @@ mod tests {
         let stream = async move {
             let _dropped = dropped_tx;
             let never = SendWatch::default();
-            moved(&never, 100);
+            holding(&never, 100);
             assert_eq!(never.held(), 0, "the stream's watch, not HTTP/1.1's");
             std::future::pending::<()>().await
         };
