@@ -45,9 +45,11 @@ impl Answers {
         let answers = tracked.answers.clone();
         let error = answers.budget.refusal(over, answer.len());
         tracing::debug!(%error, "answer refused");
-        let refused = send_budget::refused(&head, &answer, &error);
-        let guard = tracked.guard.take();
-        refused.map(|body| Body::new(Tracked::new(body, answers, false, guard)))
+        let (head, body) = send_budget::refused(&head, &answer, &error).into_parts();
+        // Taken like any answer's, so a refusal the client does not read stalls too.
+        let mut refusal = Tracked::new(body, answers, false, tracked.guard.take());
+        let _small = std::future::poll_fn(|cx| Poll::Ready(refusal.take_first(cx))).await;
+        Response::from_parts(head, Body::new(refusal))
     }
 }
 
@@ -107,7 +109,6 @@ impl<B, G> Tracked<B, G> {
     fn hand_on(&mut self) -> Bytes {
         let chunk = self.pending.split_to(self.pending.len().min(CHUNK));
         self.answers.budget.release(chunk.len());
-        send_watch::handed_on(&self.answers.http1, self.pending.len());
         chunk
     }
 
@@ -165,7 +166,7 @@ where
 impl<B, G> Drop for Tracked<B, G> {
     fn drop(&mut self) {
         self.answers.budget.release(self.pending.len());
-        if !self.pending.is_empty() || self.early.is_some() {
+        if self.started {
             self.holding(0);
         }
     }
@@ -180,16 +181,46 @@ where
     type Data = Bytes;
     type Error = BoxError;
 
+    /// After a data frame the next move is hyper's: the answer is held (owed a poll) until
+    /// hyper asks again and the body has nothing ready, or ends. So an answer whose last bytes
+    /// wait in h2 for a window that never opens (hyper asks for the end only once it has some)
+    /// stalls too, while a stream waiting for its next event does not.
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        let polled = this.next(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) if frame.is_data() => {
+                send_watch::handed_on(&this.answers.http1, this.pending.len().max(1));
+            }
+            _ => this.holding(this.pending.len()),
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.early.is_none() && (self.ended || self.body.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.size.clone()
+    }
+}
+
+impl<B, G> Tracked<B, G>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    /// The next frame to hand hyper: of what is pending, the early frame, then the body's.
+    fn next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self;
         if !this.pending.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(this.hand_on()))));
         }
         if let Some(early) = this.early.take() {
-            this.holding(0);
             return Poll::Ready(Some(early));
         }
         if this.ended {
@@ -214,14 +245,6 @@ where
             }
             Err(frame) => Poll::Ready(Some(Ok(frame))),
         }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.pending.is_empty() && self.early.is_none() && (self.ended || self.body.is_end_stream())
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.size.clone()
     }
 }
 
