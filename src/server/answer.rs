@@ -205,7 +205,7 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.size.clone()
+        self.size
     }
 }
 

@@ -325,7 +325,7 @@ mod tests {
             assert_eq!(never.held(), 0, "the stream's watch, not HTTP/1.1's");
             std::future::pending::<()>().await
         };
-        let watched = connection(sends.clone(), async move { watched(stream) }).await;
+        let watched = CONNECTION_SENDS.sync_scope(sends.clone(), || watched(stream));
         tokio::spawn(watched);
         tokio::time::timeout(Duration::from_secs(6), sends.cut()).await.expect("cut within the timeout");
         assert!(dropped.await.is_err(), "the stream's future was dropped");
