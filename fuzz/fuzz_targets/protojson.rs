@@ -6,11 +6,11 @@
 use std::fmt::Debug;
 
 use a2a_fuzz::check;
+use a2a_server::core::CoreSettings;
 use a2a_server::error::A2aError;
 use a2a_server::proto::{self as v1, AgentCard, AgentSkill, Message};
 use a2a_server::proto_v03 as v03;
 use a2a_server::protojson;
-use a2a_server::core::CoreSettings;
 use a2a_server::transport::http;
 use a2a_server::transport::operation::list_tasks;
 use a2a_server::transport::v03::{json as v03json, typed};
