@@ -115,13 +115,17 @@ pub fn answer(id: &RequestId, member: &str, value: &(impl std::fmt::Display + ?S
 
 /// An answer up to its `member`'s value: the value and a closing `}` complete it.
 fn answer_head(id: &RequestId, member: &str) -> String {
-    format!(r#"{{"jsonrpc":"2.0","id":{},"{member}":"#, id.as_json())
+    format!(r#"{ANSWER_START}{},"{member}":"#, id.as_json())
 }
+
+/// How every answer this binding writes begins, up to its id: [`refused`] reads the id back
+/// after it.
+const ANSWER_START: &str = r#"{"jsonrpc":"2.0","id":"#;
 
 /// `error` in place of `answer`, a JSON-RPC answer this binding wrote (its id read back from
 /// its head); `None` when `answer` is not one.
 pub(crate) fn refused(answer: &[u8], error: &A2aError) -> Option<Response> {
-    let rest = answer.strip_prefix(br#"{"jsonrpc":"2.0","id":"#)?;
+    let rest = answer.strip_prefix(ANSWER_START.as_bytes())?;
     let raw = serde_json::Deserializer::from_slice(rest).into_iter::<Box<RawValue>>().next()?.ok()?;
     Some(error_response(&RequestId::of(raw).ok()?, error))
 }
