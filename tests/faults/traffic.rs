@@ -161,11 +161,21 @@ async fn streamer(clients: Arc<Clients>, n: usize, sse: bool) {
     let who = format!("{}-stream{n}", own.name());
     let text = format!("stream {CHUNKS} {DELAY_MS}");
     while !clients.stopped() {
-        let Some((open, first)) = start(&clients, &who, &mut own, &text).await else { continue };
+        let Some((mut open, first)) = start(&clients, &who, &mut own, &text).await else { continue };
         clients.ledger.acknowledged(&first);
         clients.ledger.expect_chunks(&first.task_id, CHUNKS);
         clients.ledger.saw(&who, &first);
         let task_id = first.task_id.clone();
+        if first.terminal() {
+            // A retry whose first try ran while the store was away: the task finished
+            // meanwhile, and the retried stream answers with the final Task, then ends.
+            if !matches!(open.next().await, Next::End) {
+                clients
+                    .ledger
+                    .failed(&who, format!("task {task_id}: the stream did not end after the final Task"));
+            }
+            continue;
+        }
         let follower = {
             let (clients, mut other, task_id) = (clients.clone(), wire(), task_id.clone());
             let who = format!("{}-follow{n}", other.name());
