@@ -69,6 +69,39 @@ pub enum Authentication {
     Refused(A2aError),
 }
 
+/// The A2A protocol version of the binding a call came through. The v0.3 shims translate their
+/// calls into v1.0 operations, so the core serves both alike; what a call leaves behind for
+/// later (a push config) records it, so that what comes of it later (webhook bodies) speaks
+/// the caller's version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProtocolVersion {
+    /// A2A v0.3 (`message/send`, `/v1/…`, `a2a.v1.A2AService`).
+    V0_3,
+    /// A2A v1.0 (and the 1.x calls the v1.0 bindings serve).
+    #[default]
+    V1_0,
+}
+
+impl ProtocolVersion {
+    /// The `Major.Minor` form the spec uses (`"0.3"`, `"1.0"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V0_3 => "0.3",
+            Self::V1_0 => "1.0",
+        }
+    }
+
+    /// The version a `Major.Minor` string names: `"0.3"` (or any `0.x`) is v0.3; anything else,
+    /// empty included, is v1.0 (the default of a2aproject/A2A PR #2153's
+    /// `TaskPushNotificationConfig.protocol_version`: "1.0" if unset).
+    pub fn parse(version: &str) -> Self {
+        match version.trim().starts_with("0.") {
+            true => Self::V0_3,
+            false => Self::V1_0,
+        }
+    }
+}
+
 /// One call's caller and service parameters, transport-neutral.
 #[derive(Debug, Clone)]
 pub struct CallContext {
@@ -84,6 +117,8 @@ pub struct CallContext {
     pub version: Option<String>,
     /// The `A2A-Extensions` the client asked to activate.
     pub extensions: Vec<String>,
+    /// The protocol version of the binding the call came through (set by the v0.3 shims).
+    pub protocol: ProtocolVersion,
     /// The W3C `traceparent` the client sent, for the request's span.
     pub traceparent: Option<String>,
     /// The [`LAST_GENERATION`] parameter, as sent (honoured with the resume extension).
@@ -101,6 +136,7 @@ impl Default for CallContext {
             authentication: None,
             version: None,
             extensions: Vec::new(),
+            protocol: ProtocolVersion::V1_0,
             traceparent: None,
             last_generation: None,
             last_event_id: None,

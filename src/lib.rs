@@ -97,6 +97,12 @@
 //!   `--max-parked-tasks`): the actor's timer `task/actor/expiry.rs`, the parked ledger
 //!   `task/parked.rs` (in Redis `task/store/redis/parked.rs`), the sweep of hibernated tasks
 //!   `task/sweep.rs`; prove it with `tests/parked.rs` and `tests/fleet_parked.rs`.
+//! - **Change how a webhook body is written for a protocol version**: a push config records the
+//!   version of the call that registered it ([`call::ProtocolVersion`], stored beside the config
+//!   as [`task::store::PushRegistration`]); delivery writes bodies with the
+//!   [`push::body::WebhookEncoder`] of that version: v1.0's in `push/body.rs`, v0.3's (the whole
+//!   v0.3 Task) in `transport/v03/push.rs`, plugged in by the server builder. Prove it with
+//!   `tests/push_v03.rs`.
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

@@ -234,6 +234,9 @@ impl Core {
         if let Some(fleet) = &fleet {
             fleet.attach(Arc::downgrade(&env));
         }
+        if let Some(push) = &push {
+            push.attach(Arc::downgrade(&env));
+        }
         if let Some(timeout) = settings.input_timeout {
             tokio::spawn(crate::task::sweep::run(Arc::downgrade(&env), timeout));
         }

@@ -1,13 +1,14 @@
 //! The four push-config RPCs: webhooks registered for a task, scoped to the task's owner.
 use super::Core;
 use super::validate::{self, Violations};
-use crate::call::{CallContext, Owner};
+use crate::call::{CallContext, Owner, ProtocolVersion};
 use crate::error::A2aError;
 use crate::proto::{
     DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
     TaskPushNotificationConfig,
 };
+use crate::task::store::PushRegistration;
 
 impl Core {
     /// CreateTaskPushNotificationConfig: registers a webhook for an existing task.
@@ -17,21 +18,24 @@ impl Core {
         config: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         let owner = self.push_scope(call, &config.tenant, &config.task_id, None).await?;
-        self.register_push_config(&owner, config).await
+        self.register_push_config(&owner, config, call.protocol).await
     }
 
-    /// Validates a config, gives it an id if it has none, and stores it.
+    /// Validates a config, gives it an id if it has none, and stores it with the protocol
+    /// version of the call that registered it, the version its webhook bodies are written in.
     pub(super) async fn register_push_config(
         &self,
         owner: &Owner,
         mut config: TaskPushNotificationConfig,
+        version: ProtocolVersion,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         validate::push_config(&config)?;
         if config.id.is_empty() {
             config.id = crate::proto::new_id();
         }
-        self.env.store.put_push_config(owner, &config, self.settings.push.config_limits()).await?;
-        Ok(config)
+        let registration = PushRegistration::new(config, version);
+        self.env.store.put_push_config(owner, &registration, self.settings.push.config_limits()).await?;
+        Ok(registration.config)
     }
 
     /// GetTaskPushNotificationConfig.
@@ -44,6 +48,7 @@ impl Core {
         let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
         configs
             .into_iter()
+            .map(|r| r.config)
             .find(|c| c.id == request.id)
             .ok_or(A2aError::PushConfigNotFound { task_id: request.task_id, config_id: request.id })
     }
@@ -67,7 +72,7 @@ impl Core {
         let configs = self.env.store.push_configs(&owner, &request.task_id).await?;
         let page_size = if request.page_size == 0 { 50 } else { request.page_size as usize };
         let end = (start + page_size).min(configs.len());
-        let page = configs.get(start..end).map(<[_]>::to_vec).unwrap_or_default();
+        let page = configs.get(start..end).unwrap_or_default().iter().map(|r| r.config.clone()).collect();
         let next_page_token = if end < configs.len() { end.to_string() } else { String::new() };
         Ok(ListTaskPushNotificationConfigsResponse { configs: page, next_page_token })
     }

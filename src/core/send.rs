@@ -11,7 +11,7 @@ use super::idempotent::{self, Claimed, Earlier, Sent};
 use super::stream::{Ends, turn_stream};
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
-use crate::call::{CallContext, Owner};
+use crate::call::{CallContext, Owner, ProtocolVersion};
 use crate::error::A2aError;
 use crate::proto::{
     Message, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskPushNotificationConfig,
@@ -261,7 +261,7 @@ fn begin<'a>(
             // Only for follow-ups: a message that creates a task has nothing to match.
             if_generation_match: configuration.if_generation_match,
         };
-        let started = continue_task(core, owner, follow_up, inline_push, answer);
+        let started = continue_task(core, owner, follow_up, inline_push, call.protocol, answer);
         return Ok((Begun::Boxed(Box::pin(started)), slot, sent));
     }
 
@@ -308,7 +308,7 @@ fn begin<'a>(
         Some(config) => {
             // Not run yet: the webhook is registered first.
             let starting = start_task(core.env.clone(), owner.clone(), ctx, answer, reservation);
-            Begun::Boxed(Box::pin(with_webhook(core, owner, config, starting)))
+            Begun::Boxed(Box::pin(with_webhook(core, owner, config, call.protocol, starting)))
         }
     };
     Ok((begun, slot, sent))
@@ -321,9 +321,10 @@ async fn with_webhook(
     core: &Core,
     owner: Owner,
     config: TaskPushNotificationConfig,
+    version: ProtocolVersion,
     starting: StartingTask,
 ) -> Result<Started, A2aError> {
-    let config = core.register_push_config(&owner, config).await?;
+    let config = core.register_push_config(&owner, config, version).await?;
     let started = started(starting).await;
     if !matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
         && let Err(error) = core.env.store.delete_push_config(&owner, &config.task_id, &config.id).await
@@ -339,6 +340,7 @@ async fn continue_task(
     owner: Owner,
     follow_up: FollowUp,
     mut push: Option<TaskPushNotificationConfig>,
+    version: ProtocolVersion,
     answer: Answer,
 ) -> Result<Started, A2aError> {
     let task_id = follow_up.message.task_id.clone();
@@ -349,7 +351,7 @@ async fn continue_task(
         async move {
             if let Some(config) = push {
                 let config = TaskPushNotificationConfig { task_id: task_id.clone(), ..config };
-                if let Err(error) = core.register_push_config(owner, config).await {
+                if let Err(error) = core.register_push_config(owner, config, version).await {
                     return Ok(Some(Err(error)));
                 }
             }

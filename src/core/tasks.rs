@@ -7,7 +7,7 @@ use crate::call::{CallContext, Owner};
 use crate::error::A2aError;
 use crate::proto::{CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, Task, TaskState};
 use crate::task::fleet::TaskRef;
-use crate::task::registry::{Found, stored_task, with_live};
+use crate::task::registry::{Found, with_live};
 use crate::task::store::{Cursor, TaskQuery};
 use crate::task::view::{trim_history, trimmed};
 use crate::task::{is_terminal, state_of};
@@ -150,11 +150,6 @@ impl Core {
     /// The task as it is now: from its actor while live, else from the store (where a
     /// hibernated task is as its actor left it).
     pub(super) async fn current_task(&self, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
-        if let Some(handle) = self.env.registry.get(owner, task_id)
-            && let Some(task) = handle.snapshot().await
-        {
-            return task;
-        }
-        stored_task(&self.env, owner, task_id).await
+        crate::task::registry::current_task(&self.env, owner, task_id).await
     }
 }

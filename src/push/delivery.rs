@@ -8,16 +8,17 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use tokio::sync::Semaphore;
 
+use super::body::{Subject, WebhookBody, WebhookEncoder};
 use super::queue::{WORKER_IDLE, WorkerQueue};
 use super::signing::{Delivery, SIGNATURE_HEADER};
 use super::ssrf::GuardedResolver;
-use super::{PushSettings, PushStats};
+use super::{PushSettings, PushStats, Tasks};
 use crate::call::Owner;
-use crate::proto::TaskPushNotificationConfig;
-use crate::protojson::encode_string_for;
+use crate::error::A2aError;
+use crate::proto::{Task, TaskPushNotificationConfig};
 use crate::task::log::TaskEvent;
 use crate::task::store::TaskStore;
 
@@ -45,6 +46,8 @@ pub(super) struct Worker {
     pub config_id: String,
     pub queue: Arc<WorkerQueue>,
     pub store: Arc<dyn TaskStore>,
+    /// Where a body written from the task reads it.
+    pub tasks: Tasks,
     pub client: reqwest::Client,
     pub settings: Arc<PushSettings>,
     pub stats: Arc<PushStats>,
@@ -61,24 +64,58 @@ enum Outcome {
 
 impl Worker {
     pub(super) async fn run(self) {
+        // The newest task generation a body written from the task has shown.
+        let mut shown = 0;
         while let Some(taken) = self.queue.next(WORKER_IDLE).await {
             let event = &taken.event;
             // Read the config at every delivery: a deleted config gets nothing more, and an
-            // updated one is used as it is now.
-            let config = match self.store.push_configs(&self.owner, &self.task_id).await {
-                Ok(configs) => configs.into_iter().find(|c| c.id == self.config_id),
+            // updated one is used as it is now (in the version it was last registered in).
+            let registration = match self.store.push_configs(&self.owner, &self.task_id).await {
+                Ok(configs) => configs.into_iter().find(|r| r.config.id == self.config_id),
                 Err(_) => None,
             };
-            let Some(config) = config else { break };
-            self.deliver(&config, event).await;
+            let Some(registration) = registration else { break };
+            let encoder = self.settings.encoders.get(registration.version);
+            match self.body(encoder, event, &mut shown).await {
+                Ok(Some((body, generation))) => self.deliver(&registration.config, &body, generation).await,
+                Ok(None) => {}
+                Err(error) => self.give_up(event.seq, 0, &format!("cannot read the task: {error}")),
+            }
         }
         let dropped = self.queue.close();
         self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
     }
 
-    async fn deliver(&self, config: &TaskPushNotificationConfig, event: &TaskEvent) {
-        // Webhook receivers get the v1.0 form: nothing says they read A2A dev-1.1 fields.
-        let body = encode_string_for(&event.response, false);
+    /// The body of `event` in `encoder`'s form, with the generation it shows. A body written
+    /// from the task (v0.3's whole Task, as a2a-sdk 0.3 sends "the latest task state") shows
+    /// the task as it is now, at or past the event: `None` when an earlier body already
+    /// showed that generation, so a webhook that fell behind gets each state once.
+    async fn body(
+        &self,
+        encoder: &dyn WebhookEncoder,
+        event: &TaskEvent,
+        shown: &mut i64,
+    ) -> Result<Option<(WebhookBody, u64)>, A2aError> {
+        if !encoder.wants_task() {
+            return Ok(Some((encoder.encode(Subject::Event(&event.response)), event.seq)));
+        }
+        let task = self.current_task().await?;
+        if task.generation > 0 && task.generation <= *shown {
+            return Ok(None);
+        }
+        *shown = task.generation;
+        let generation = u64::try_from(task.generation).unwrap_or(event.seq).max(event.seq);
+        Ok(Some((encoder.encode(Subject::Task(&task)), generation)))
+    }
+
+    async fn current_task(&self) -> Result<Arc<Task>, A2aError> {
+        let Some(tasks) = self.tasks.get().and_then(std::sync::Weak::upgrade) else {
+            return Err(A2aError::Unavailable("the server is stopping".into()));
+        };
+        crate::task::registry::current_task(&tasks, &self.owner, &self.task_id).await
+    }
+
+    async fn deliver(&self, config: &TaskPushNotificationConfig, body: &WebhookBody, generation: u64) {
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
@@ -86,7 +123,7 @@ impl Worker {
             let outcome = {
                 let Ok(_permit) = self.sends.acquire().await else { return };
                 self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-                let outcome = self.attempt(config, event.seq, &body).await;
+                let outcome = self.attempt(config, generation, body).await;
                 self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
                 outcome
             };
@@ -100,12 +137,12 @@ impl Worker {
                     tracing::warn!(task_id = %self.task_id, config_id = %self.config_id, %reason, "webhook refused");
                     return;
                 }
-                Outcome::Fail(reason) => return self.give_up(event, attempt, &reason),
+                Outcome::Fail(reason) => return self.give_up(generation, attempt, &reason),
                 Outcome::Retry(delay, reason) => (delay, reason),
             };
             let delay = delay.unwrap_or_else(|| backoff(&self.settings, attempt));
             if attempt >= self.settings.max_attempts || started.elapsed() + delay > self.settings.max_age {
-                return self.give_up(event, attempt, &reason);
+                return self.give_up(generation, attempt, &reason);
             }
             self.stats.retries.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(task_id = %self.task_id, config_id = %self.config_id, attempt, %reason, ?delay, "webhook retry");
@@ -113,15 +150,20 @@ impl Worker {
         }
     }
 
-    fn give_up(&self, event: &TaskEvent, attempts: u32, reason: &str) {
+    fn give_up(&self, seq: u64, attempts: u32, reason: &str) {
         self.stats.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
-            task_id = %self.task_id, config_id = %self.config_id, seq = event.seq, attempts, reason,
+            task_id = %self.task_id, config_id = %self.config_id, seq, attempts, reason,
             "webhook delivery given up"
         );
     }
 
-    async fn attempt(&self, config: &TaskPushNotificationConfig, generation: u64, body: &str) -> Outcome {
+    async fn attempt(
+        &self,
+        config: &TaskPushNotificationConfig,
+        generation: u64,
+        body: &WebhookBody,
+    ) -> Outcome {
         let url = match reqwest::Url::parse(&config.url) {
             Ok(url) => url,
             Err(e) => return Outcome::Fail(format!("invalid webhook URL: {e}")),
@@ -129,11 +171,8 @@ impl Worker {
         if let Err(reason) = self.settings.policy.check_url(&url) {
             return Outcome::Refused(reason);
         }
-        let mut request = self
-            .client
-            .post(url)
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/a2a+json"))
-            .body(body.to_owned());
+        let mut request =
+            self.client.post(url).header(CONTENT_TYPE, body.content_type).body(body.text.clone());
         let token = match &self.settings.signing {
             Some(signer) => {
                 let delivery = Delivery {
@@ -142,7 +181,7 @@ impl Worker {
                     task_id: &self.task_id,
                     config_id: &self.config_id,
                     generation,
-                    body: body.as_bytes(),
+                    body: body.text.as_bytes(),
                 };
                 match signer.sign(&delivery) {
                     Ok(token) => Some(token),
@@ -235,6 +274,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
     use crate::proto::AuthenticationInfo;
+    use reqwest::header::HeaderValue;
 
     #[test]
     fn backoff_grows_and_is_capped() {

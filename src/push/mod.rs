@@ -11,22 +11,26 @@
 //! (and so sockets open) over every webhook, at most `max_queued_bytes` of events waiting or in delivery, and
 //! configs capped per task and per principal (the store enforces those). Optionally every
 //! POST is signed (`signing.rs`), with the public keys at `/.well-known/jwks.json`.
+//!
+//! Each config's bodies are written in the protocol version it was registered in (`body.rs`):
+//! a webhook registered through v0.3 gets what a v0.3 server sends.
+pub mod body;
 pub mod delivery;
 pub mod queue;
 pub mod signing;
 pub mod ssrf;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::call::Owner;
-use crate::task::EventObserver;
 use crate::task::log::TaskEvent;
 use crate::task::store::{PushConfigLimits, TaskStore};
+use crate::task::{EventObserver, TaskEnv};
 use delivery::Worker;
 use queue::{Pushed, QueueBudget, WorkerQueue};
 use signing::PushSigner;
@@ -73,6 +77,8 @@ pub struct PushSettings {
     /// The `iss` of signed tokens: the server's public URL (filled in by the server builder
     /// when empty).
     pub issuer: String,
+    /// How bodies are written for each protocol version (the server builder adds v0.3's).
+    pub encoders: body::Encoders,
 }
 
 impl PushSettings {
@@ -102,6 +108,7 @@ impl Default for PushSettings {
             max_configs_per_principal: 1000,
             signing: None,
             issuer: String::new(),
+            encoders: body::Encoders::default(),
         }
     }
 }
@@ -144,10 +151,15 @@ struct Job {
 /// How many events may wait for the dispatcher itself before new ones are shed.
 const DISPATCH_QUEUE: usize = 4096;
 
+/// Where workers read a task as it is now (for bodies written from the task): the tasks of
+/// the core, attached once it is built.
+type Tasks = Arc<OnceLock<Weak<TaskEnv>>>;
+
 /// Routes task events to per-config delivery workers.
 pub struct PushDispatcher {
     jobs: mpsc::Sender<Job>,
     stats: Arc<PushStats>,
+    tasks: Tasks,
 }
 
 impl PushDispatcher {
@@ -156,8 +168,10 @@ impl PushDispatcher {
         let client = delivery::client(&settings)?;
         let (jobs, receiver) = mpsc::channel(DISPATCH_QUEUE);
         let stats = Arc::new(PushStats::default());
+        let tasks = Tasks::default();
         let router = Router {
             store,
+            tasks: tasks.clone(),
             client,
             stats: stats.clone(),
             budget: Arc::new(QueueBudget::new(settings.max_queued_bytes, stats.clone())),
@@ -167,7 +181,13 @@ impl PushDispatcher {
             routed: 0,
         };
         tokio::spawn(router.run(receiver));
-        Ok(Arc::new(Self { jobs, stats }))
+        Ok(Arc::new(Self { jobs, stats, tasks }))
+    }
+
+    /// Gives the workers the tasks whose events they deliver (a weak reference: the tasks'
+    /// actors hold the dispatcher as their observer); called once, when the core is built.
+    pub fn attach(&self, tasks: Weak<TaskEnv>) {
+        let _ = self.tasks.set(tasks);
     }
 
     /// Delivery counters.
@@ -201,6 +221,7 @@ fn dropped(stats: &PushStats, n: u64, task_id: &str, why: &str) {
 
 struct Router {
     store: Arc<dyn TaskStore>,
+    tasks: Tasks,
     settings: Arc<PushSettings>,
     client: reqwest::Client,
     stats: Arc<PushStats>,
@@ -234,7 +255,7 @@ impl Router {
                 Vec::new()
             }
         };
-        for config in configs {
+        for config in configs.into_iter().map(|registration| registration.config) {
             let key = (job.task_id.clone(), config.id.clone());
             let mut shed = 0;
             if pushed {
@@ -278,6 +299,7 @@ impl Router {
             config_id: config_id.to_owned(),
             queue: queue.clone(),
             store: self.store.clone(),
+            tasks: self.tasks.clone(),
             client: self.client.clone(),
             settings: self.settings.clone(),
             stats: self.stats.clone(),

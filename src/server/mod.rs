@@ -55,6 +55,7 @@ pub use tls::{ClientAuth, Tls, TlsSettings};
 use crate::agent::AgentExecutor;
 use crate::agent::demo::DemoAgent;
 use crate::auth::Authenticator;
+use crate::call::ProtocolVersion;
 use crate::card::{self, CardFacts, CardOverrides};
 use crate::core::{Core, CoreSettings};
 use crate::error::BoxError;
@@ -246,6 +247,10 @@ impl Server {
             // Signed webhooks name the server as their issuer, as its card does.
             settings.push.issuer = facts.public_url.trim_end_matches('/').to_owned();
         }
+        // Webhooks registered through v0.3 get v0.3 bodies, also with `--v03 off`: in a fleet
+        // another replica may have registered them.
+        settings.push.encoders = std::mem::take(&mut settings.push.encoders)
+            .with(ProtocolVersion::V0_3, Arc::new(crate::transport::v03::push::V03Webhooks));
         if let Some(auth) = &self.auth {
             auth.declare(&mut card);
             if let Some(extended) = &mut settings.extended_card {

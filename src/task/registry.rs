@@ -140,6 +140,18 @@ where
     Err(A2aError::Unavailable(format!("task {task_id} kept changing hands; try again")))
 }
 
+/// `owner`'s task as it is now: its live actor's snapshot when it lives here, else as stored
+/// (an actor leaves the registry only after the store has its last state; in a fleet, the
+/// store holds every event anyone was shown).
+pub(crate) async fn current_task(env: &TaskEnv, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
+    if let Some(handle) = env.registry.get(owner, task_id)
+        && let Some(task) = handle.snapshot().await
+    {
+        return task;
+    }
+    stored_task(env, owner, task_id).await
+}
+
 /// `owner`'s task as stored (where a finished or hibernated task is as its actor left it).
 pub(crate) async fn stored_task(env: &TaskEnv, owner: &Owner, task_id: &str) -> Result<Arc<Task>, A2aError> {
     env.store.get(owner, task_id).await?.ok_or_else(|| A2aError::TaskNotFound(task_id.to_owned()))

@@ -8,13 +8,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_server::call::Owner;
+use a2a_server::call::{Owner, ProtocolVersion};
 use prost::Message as _;
 
 use a2a_server::proto::{Artifact, Part, Task, TaskPushNotificationConfig, TaskState, TaskStatus, part};
 use a2a_server::task::encoded::EncodedTask;
 use a2a_server::task::store::{
-    Cursor, PushConfigLimits, Retention, SentRecord, SentState, TaskQuery, TaskStore,
+    Cursor, PushConfigLimits, PushRegistration, Retention, SentRecord, SentState, TaskQuery, TaskStore,
 };
 
 /// A task of `context` in `state`, its status stamped `secs` after an arbitrary epoch.
@@ -36,13 +36,15 @@ pub fn owner(principal: &str) -> Owner {
     Owner { tenant: String::new(), principal: principal.into() }
 }
 
-fn config(task_id: &str, id: &str, url: &str) -> TaskPushNotificationConfig {
+/// A config registered through v1.0.
+fn config(task_id: &str, id: &str, url: &str) -> PushRegistration {
     TaskPushNotificationConfig {
         task_id: task_id.into(),
         id: id.into(),
         url: url.into(),
         ..Default::default()
     }
+    .into()
 }
 
 /// At most `per_task` configs per task, and plenty per principal.
@@ -74,6 +76,7 @@ where
     list_follows_updates(make(keep_all).await).await;
     push_configs_crud_and_cap(make(keep_all).await).await;
     push_configs_cap_per_principal(make(Retention { max_finished: 1, ..keep_all }).await).await;
+    push_configs_keep_their_version(make(keep_all).await).await;
     retention_by_count(make(Retention { max_finished: 2, ..keep_all }).await).await;
     retention_by_age(make(Retention { max_age: Duration::from_millis(300), ..keep_all }).await).await;
     sent_records_claim_once_and_swap(make(keep_all).await).await;
@@ -247,7 +250,7 @@ async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
     // Replacing one at the cap is allowed and keeps its place (creation order).
     store.put_push_config(&alice, &config("t1", "p2", "https://2b.example"), cap(2)).await.unwrap();
     let listed = store.push_configs(&alice, "t1").await.unwrap();
-    let urls: Vec<&str> = listed.iter().map(|c| c.url.as_str()).collect();
+    let urls: Vec<&str> = listed.iter().map(|r| r.config.url.as_str()).collect();
     assert_eq!(urls, ["https://2b.example", "https://1.example"]);
     // The cap counts per owner.
     store.put_push_config(&bob, &config("t1", "p1", "https://bob.example"), cap(2)).await.unwrap();
@@ -256,6 +259,34 @@ async fn push_configs_crud_and_cap(store: Arc<dyn TaskStore>) {
     let listed = store.push_configs(&alice, "t1").await.unwrap();
     assert_eq!(listed, vec![config("t1", "p1", "https://1.example")]);
     assert_eq!(store.push_configs(&bob, "t1").await.unwrap().len(), 1);
+}
+
+/// A config keeps the protocol version it was registered in (its webhook bodies' form), and a
+/// replace takes the version of the call that replaced it.
+async fn push_configs_keep_their_version(store: Arc<dyn TaskStore>) {
+    let alice = owner("alice");
+    store.save(&alice, task("t1", "c", TaskState::Working, 1)).await.unwrap();
+    let v03 =
+        |id: &str, url: &str| PushRegistration { version: ProtocolVersion::V0_3, ..config("t1", id, url) };
+    store.put_push_config(&alice, &v03("old", "https://0.example"), cap(5)).await.unwrap();
+    store.put_push_config(&alice, &config("t1", "new", "https://1.example"), cap(5)).await.unwrap();
+    store.put_push_config(&alice, &v03("swap", "https://2.example"), cap(5)).await.unwrap();
+    let versions = |listed: Vec<PushRegistration>| -> Vec<(String, ProtocolVersion)> {
+        listed.into_iter().map(|r| (r.config.id, r.version)).collect()
+    };
+    let listed = store.push_configs(&alice, "t1").await.unwrap();
+    assert_eq!(listed[0], v03("old", "https://0.example"), "the config reads back whole");
+    assert_eq!(
+        versions(listed),
+        [
+            ("old".into(), ProtocolVersion::V0_3),
+            ("new".into(), ProtocolVersion::V1_0),
+            ("swap".into(), ProtocolVersion::V0_3)
+        ]
+    );
+    store.put_push_config(&alice, &config("t1", "swap", "https://2.example"), cap(5)).await.unwrap();
+    let listed = versions(store.push_configs(&alice, "t1").await.unwrap());
+    assert_eq!(listed[2], ("swap".into(), ProtocolVersion::V1_0), "replaced through v1.0");
 }
 
 async fn push_configs_cap_per_principal(store: Arc<dyn TaskStore>) {

@@ -15,11 +15,11 @@ use base64::Engine;
 
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::{Task, TaskPushNotificationConfig, TaskState};
+use crate::proto::{Task, TaskState};
 use crate::task::encoded::EncodedTask;
 
 pub use memory::{MemoryStore, Retention};
-pub use push_configs::PushConfigLimits;
+pub use push_configs::{PushConfigLimits, PushRegistration};
 pub use redis::{RedisOptions, RedisStore};
 pub use sent::{Fingerprint, SentRecord, SentState};
 pub use url::{RedisTarget, StoreUrl};
@@ -115,20 +115,18 @@ pub trait TaskStore: Send + Sync + 'static {
     /// A page of `owner`'s tasks matching `query`.
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError>;
 
-    /// Inserts or replaces (by id) a push notification config of a task; refuses a new one
-    /// beyond either of `limits` (`QUOTA_EXCEEDED`). Configs go when their task is evicted.
+    /// Inserts or replaces (by id) a push notification config of a task, with the protocol
+    /// version it was registered in; refuses a new one beyond either of `limits`
+    /// (`QUOTA_EXCEEDED`). Configs go when their task is evicted.
     async fn put_push_config(
         &self,
         owner: &Owner,
-        config: &TaskPushNotificationConfig,
+        registration: &PushRegistration,
         limits: PushConfigLimits,
     ) -> Result<(), A2aError>;
-    /// The push notification configs of `owner`'s task, in creation order.
-    async fn push_configs(
-        &self,
-        owner: &Owner,
-        task_id: &str,
-    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError>;
+    /// The push notification configs of `owner`'s task, each with its version, in creation
+    /// order.
+    async fn push_configs(&self, owner: &Owner, task_id: &str) -> Result<Vec<PushRegistration>, A2aError>;
     /// Removes a push notification config; removing a missing one is not an error.
     async fn delete_push_config(&self, owner: &Owner, task_id: &str, config_id: &str)
     -> Result<(), A2aError>;

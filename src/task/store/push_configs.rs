@@ -1,12 +1,70 @@
-//! Push notification configs as stores keep them: the caps every store applies (per task and
-//! per principal, `--max-push-configs-per-task` / `--max-push-configs-per-principal`), their
+//! Push notification configs as stores keep them: each with the protocol version it was
+//! registered in ([`PushRegistration`]), the caps every store applies (per task and per
+//! principal, `--max-push-configs-per-task` / `--max-push-configs-per-principal`), their
 //! refusals (the same from every store), and the in-memory table the memory store uses.
 use std::collections::HashMap;
 
-use crate::call::Owner;
+use prost::Message;
+
+use crate::call::{Owner, ProtocolVersion};
 use crate::error::{A2aError, LimitKind};
 use crate::proto::TaskPushNotificationConfig;
 use crate::task::TaskIdHasher;
+
+/// A push notification config and the protocol version of the call that registered it, which
+/// decides the form of its webhook bodies (`push/body.rs`).
+///
+/// The version is kept beside the config, not in it: a2aproject/A2A PR #2153 (open) would add
+/// `string protocol_version = 7` to `TaskPushNotificationConfig`, but our proto stays
+/// wire-identical to the released one, so the v1.0 wire never shows it. Stores that keep bytes
+/// write it as that field would be written ([`Self::encode`]), so the stored form is #2153's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PushRegistration {
+    /// The config, as the v1.0 RPCs show it.
+    pub config: TaskPushNotificationConfig,
+    /// The version its webhook bodies are written in.
+    pub version: ProtocolVersion,
+}
+
+/// The field a2aproject/A2A PR #2153 adds to `TaskPushNotificationConfig`, alone: decoding a
+/// stored config's bytes into it reads that field and skips the others.
+#[derive(Clone, PartialEq, prost::Message)]
+struct VersionField {
+    #[prost(string, tag = "7")]
+    protocol_version: String,
+}
+
+impl PushRegistration {
+    /// A config registered through `version`.
+    pub fn new(config: TaskPushNotificationConfig, version: ProtocolVersion) -> Self {
+        Self { config, version }
+    }
+
+    /// The protobuf bytes of the config with the version as field 7 (left out for v1.0, its
+    /// default, so a v1.0 config's bytes are what they always were). Readers that do not know
+    /// the field (older replicas, the generated type) skip it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = self.config.encode_to_vec();
+        if self.version != ProtocolVersion::V1_0 {
+            VersionField { protocol_version: self.version.as_str().to_owned() }.encode(&mut bytes).ok();
+        }
+        bytes
+    }
+
+    /// Reads what [`Self::encode`] wrote (or a config stored before versions were: v1.0).
+    pub fn decode(bytes: &[u8]) -> Result<Self, prost::DecodeError> {
+        let config = TaskPushNotificationConfig::decode(bytes)?;
+        let version = ProtocolVersion::parse(&VersionField::decode(bytes)?.protocol_version);
+        Ok(Self { config, version })
+    }
+}
+
+impl From<TaskPushNotificationConfig> for PushRegistration {
+    /// A config registered through v1.0.
+    fn from(config: TaskPushNotificationConfig) -> Self {
+        Self::new(config, ProtocolVersion::V1_0)
+    }
+}
 
 /// How many push configs a store accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +103,7 @@ pub(crate) fn per_principal_refused(limit: usize) -> A2aError {
 /// the per-principal cap costs nothing to check).
 #[derive(Default)]
 pub struct PushConfigTable {
-    by_task: HashMap<String, Vec<(Owner, TaskPushNotificationConfig)>, TaskIdHasher>,
+    by_task: HashMap<String, Vec<(Owner, PushRegistration)>, TaskIdHasher>,
     per_principal: HashMap<String, usize>,
 }
 
@@ -54,12 +112,13 @@ impl PushConfigTable {
     pub fn put(
         &mut self,
         owner: &Owner,
-        config: &TaskPushNotificationConfig,
+        registration: &PushRegistration,
         limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
+        let config = &registration.config;
         let configs = self.by_task.entry(config.task_id.clone()).or_default();
-        if let Some(existing) = configs.iter_mut().find(|(o, c)| o == owner && c.id == config.id) {
-            existing.1 = config.clone();
+        if let Some(existing) = configs.iter_mut().find(|(o, r)| o == owner && r.config.id == config.id) {
+            existing.1 = registration.clone();
             return Ok(());
         }
         if configs.iter().filter(|(o, _)| o == owner).count() >= limits.per_task {
@@ -69,13 +128,13 @@ impl PushConfigTable {
         if count >= limits.per_principal {
             return Err(per_principal_refused(limits.per_principal));
         }
-        configs.push((owner.clone(), config.clone()));
+        configs.push((owner.clone(), registration.clone()));
         self.per_principal.insert(owner.principal.clone(), count + 1);
         Ok(())
     }
 
     /// `owner`'s configs of a task, in creation order.
-    pub fn of(&self, owner: &Owner, task_id: &str) -> Vec<TaskPushNotificationConfig> {
+    pub fn of(&self, owner: &Owner, task_id: &str) -> Vec<PushRegistration> {
         self.by_task
             .get(task_id)
             .map(|configs| configs.iter().filter(|(o, _)| o == owner).map(|(_, c)| c.clone()).collect())
@@ -86,7 +145,7 @@ impl PushConfigTable {
     pub fn delete(&mut self, owner: &Owner, task_id: &str, config_id: &str) {
         let Some(configs) = self.by_task.get_mut(task_id) else { return };
         let before = configs.len();
-        configs.retain(|(o, c)| !(o == owner && c.id == config_id));
+        configs.retain(|(o, r)| !(o == owner && r.config.id == config_id));
         let removed = before - configs.len();
         if configs.is_empty() {
             self.by_task.remove(task_id);
@@ -126,8 +185,26 @@ mod tests {
         Owner { tenant: tenant.into(), principal: principal.into() }
     }
 
-    fn config(task: &str, id: &str) -> TaskPushNotificationConfig {
-        TaskPushNotificationConfig { task_id: task.into(), id: id.into(), ..Default::default() }
+    fn config(task: &str, id: &str) -> PushRegistration {
+        TaskPushNotificationConfig { task_id: task.into(), id: id.into(), ..Default::default() }.into()
+    }
+
+    #[test]
+    fn the_version_is_stored_as_pr_2153_field_7_and_absent_for_v1() {
+        let config = TaskPushNotificationConfig {
+            task_id: "t".into(),
+            id: "c".into(),
+            url: "https://h.example/hook".into(),
+            ..Default::default()
+        };
+        let v1 = PushRegistration::from(config.clone());
+        assert_eq!(v1.encode(), config.encode_to_vec(), "a v1.0 config is stored as it always was");
+        let v03 = PushRegistration::new(config.clone(), ProtocolVersion::V0_3);
+        let bytes = v03.encode();
+        assert_eq!(&bytes[config.encoded_len()..], b"\x3a\x030.3", "field 7, length 3, \"0.3\"");
+        assert_eq!(PushRegistration::decode(&bytes).unwrap(), v03);
+        assert_eq!(TaskPushNotificationConfig::decode(&bytes[..]).unwrap(), config, "older readers skip it");
+        assert_eq!(PushRegistration::decode(&config.encode_to_vec()).unwrap(), v1);
     }
 
     #[test]

@@ -65,7 +65,8 @@ impl V03Grpc {
     }
 }
 
-/// Extensions from `x-a2a-extensions` and `a2a-extensions`; no version (see the JSON-RPC shim).
+/// Extensions from `x-a2a-extensions` and `a2a-extensions`; no version, and marked as v0.3
+/// (see the JSON-RPC shim).
 /// A call's metadata and extensions (where the auth layer leaves its outcome).
 type Parts = (tonic::metadata::MetadataMap, tonic::Extensions);
 
@@ -74,6 +75,7 @@ fn call_context((metadata, request_extensions): &Parts) -> crate::call::CallCont
         .into_iter()
         .flat_map(|name| metadata.get_all(name).into_iter().filter_map(|v| v.to_str().ok()));
     let mut call = crate::call::CallContext::from_parameters(None, extensions);
+    call.protocol = crate::call::ProtocolVersion::V0_3;
     call.traceparent = metadata.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call.authenticated(request_extensions.get())
 }

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::convert;
-use crate::call::{Authentication, CallContext};
+use crate::call::{Authentication, CallContext, ProtocolVersion};
 use crate::error::A2aError;
 use crate::proto::{
     DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
@@ -48,12 +48,14 @@ pub fn is_v03_call(method: &str, version: Option<&str>) -> bool {
 }
 
 /// The v0.3 caller: both extension headers (`X-A2A-Extensions`, v0.3's, and `A2A-Extensions`),
-/// and no version, so that the core (which speaks 1.x only) takes the call as its own.
+/// and no version, so that the core (which speaks 1.x only) takes the call as its own; marked
+/// as v0.3, so that the webhooks it registers get v0.3 bodies.
 pub fn call_context(headers: &HeaderMap) -> CallContext {
     let extensions = ["x-a2a-extensions", "a2a-extensions"]
         .into_iter()
         .flat_map(|name| headers.get_all(name).into_iter().filter_map(|v| v.to_str().ok()));
     let mut call = CallContext::from_parameters(None, extensions);
+    call.protocol = ProtocolVersion::V0_3;
     call.traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_owned);
     call
 }

@@ -9,6 +9,8 @@
 //!   `a2a.v1.A2AService`. Both carry the v0.3 proto's messages ([`crate::proto_v03`]), turned
 //!   into v1.0 ones and back by [`typed`]; [`json`] is their ProtoJSON.
 //! - [`card`]: the Agent Card for both generations from one URL.
+//! - [`push`]: webhook bodies for push configs registered through v0.3 (the whole v0.3 Task),
+//!   plugged into push delivery by the server builder.
 //!
 //! `--v03 off` turns all of it off (v0.3 method names are then unknown methods, `/v1/` routes and
 //! `a2a.v1.A2AService` are not there, and the card is the plain v1.0 one).
@@ -18,5 +20,6 @@ pub mod convert;
 pub mod grpc;
 pub mod json;
 pub mod jsonrpc;
+pub mod push;
 pub mod rest;
 pub mod typed;

@@ -27,10 +27,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::push_configs::PushConfigTable;
-use super::{PushConfigLimits, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::{PushConfigLimits, PushRegistration, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::{Task, TaskPushNotificationConfig};
+use crate::proto::Task;
 use crate::task::encoded::{EncodedTask, encode};
 use crate::task::{TaskIdHasher, is_terminal, state_of};
 use index::{Entry, Indexes, Position};
@@ -315,18 +315,14 @@ impl TaskStore for MemoryStore {
     async fn put_push_config(
         &self,
         owner: &Owner,
-        config: &TaskPushNotificationConfig,
+        registration: &PushRegistration,
         limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
         // Evicts first, as a read does: a due task's configs must not count against the cap.
-        self.with_evicted(Instant::now(), true, |state| state.push_configs.put(owner, config, limits))
+        self.with_evicted(Instant::now(), true, |state| state.push_configs.put(owner, registration, limits))
     }
 
-    async fn push_configs(
-        &self,
-        owner: &Owner,
-        task_id: &str,
-    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
+    async fn push_configs(&self, owner: &Owner, task_id: &str) -> Result<Vec<PushRegistration>, A2aError> {
         Ok(self.with_evicted(Instant::now(), true, |state| state.push_configs.of(owner, task_id)))
     }
 

@@ -50,10 +50,12 @@ use self::keys::{Keys, encode, owner_id, position};
 use super::push_configs::per_task_refused;
 use super::undecodable::undecodable;
 use super::url::{RedisTarget, StoreUrl};
-use super::{PushConfigLimits, Retention, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos};
+use super::{
+    PushConfigLimits, PushRegistration, Retention, SentRecord, TaskPage, TaskQuery, TaskStore, status_nanos,
+};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::proto::{Task, TaskPushNotificationConfig};
+use crate::proto::Task;
 use crate::task::encoded::EncodedTask;
 use crate::task::{is_terminal, state_of};
 
@@ -305,15 +307,16 @@ impl TaskStore for RedisStore {
     async fn put_push_config(
         &self,
         owner: &Owner,
-        config: &TaskPushNotificationConfig,
+        registration: &PushRegistration,
         limits: PushConfigLimits,
     ) -> Result<(), A2aError> {
+        let config = &registration.config;
         let reservation = self.reserve_push(owner, config, limits.per_principal).await?;
         let mut put = scripts::PUT_PUSH.prepare_invoke();
         put.key(self.keys.push(&config.task_id)).key(self.keys.task(&config.task_id));
         put.arg(format!("{}/", owner_id(owner)))
             .arg(&config.id)
-            .arg(config.encode_to_vec())
+            .arg(registration.encode())
             .arg(limits.per_task);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
@@ -327,11 +330,7 @@ impl TaskStore for RedisStore {
         }
     }
 
-    async fn push_configs(
-        &self,
-        owner: &Owner,
-        task_id: &str,
-    ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
+    async fn push_configs(&self, owner: &Owner, task_id: &str) -> Result<Vec<PushRegistration>, A2aError> {
         let fields: Vec<(Vec<u8>, Vec<u8>)> =
             self.redis.query("push_configs", redis::cmd("HGETALL").arg(self.keys.push(task_id))).await?;
         let prefix = format!("{}/", owner_id(owner));
@@ -341,7 +340,7 @@ impl TaskStore for RedisStore {
                 continue;
             }
             let (created, bytes) = value.split_at(20);
-            let config = TaskPushNotificationConfig::decode(bytes)
+            let config = PushRegistration::decode(bytes)
                 .map_err(|e| A2aError::Internal(format!("stored push config of task {task_id}: {e}")))?;
             configs.push((created.to_vec(), config));
         }
