@@ -1,7 +1,7 @@
 //! Idempotent SendMessage (`src/core/idempotent.rs`), on every binding: a message its caller
 //! already sent is answered with the first call's outcome (the same task, as it is now; the
-//! same direct reply) and runs nothing; the same `messageId` with another message is refused
-//! with INVALID_ARGUMENT naming `message.messageId`. What shows "ran nothing": ListTasks counts
+//! same direct reply) and runs nothing; the same `messageId` with another message is no retry
+//! and runs as a new message (the conformance kit reuses ids so). What shows "ran nothing": ListTasks counts
 //! one task, the task's history holds the message once, a direct reply keeps its server-made
 //! `messageId`, and a finished task is not refused as one (a second run of a follow-up on it
 //! would be).
@@ -68,26 +68,25 @@ async fn the_same_message_twice_is_one_task_on_every_binding() {
 }
 
 #[tokio::test]
-async fn the_same_message_id_with_another_message_is_refused_on_every_binding() {
+async fn the_same_message_id_with_another_message_runs_as_a_new_message_on_every_binding() {
     for binding in BINDINGS {
         let (_server, client) = start(binding).await;
         let request = send("the first text");
-        task_of(client.send(request.clone()).await, "first");
+        let first = task_of(client.send(request.clone()).await, "first");
         let mut other = request.clone();
         other.message.as_mut().unwrap().parts = vec![a2a_server::agent::text_part("another text")];
-        for (what, refused) in [
-            ("send", client.send(other.clone()).await.map(drop)),
-            ("stream", client.send_streaming(other.clone()).await.map(drop)),
-        ] {
-            let failure = refused.expect_err("another message under a used messageId");
-            assert_eq!(
-                (failure.reason.as_str(), failure.code.as_str()),
-                ("INVALID_PARAMS", "INVALID_ARGUMENT"),
-                "{binding:?} {what}"
-            );
-            assert_eq!(failure.fields, ["message.messageId"], "{binding:?} {what}");
-        }
-        assert_eq!(task_count(&client).await, 1, "{binding:?}: nothing ran for the refused ones");
+        let second = task_of(client.send(other.clone()).await, "another message, same id");
+        assert_ne!(second.id, first.id, "{binding:?}: a task of its own");
+        assert_eq!(artifact_texts(&second), ["another text"], "{binding:?}: the agent ran it");
+        let (items, error) = client.send_streaming(other).await.expect("a stream").finish().await;
+        assert_eq!(error, None, "{binding:?}");
+        assert!(!items.is_empty(), "{binding:?}: a stream of its own");
+        // Unrecorded, it is no retry of the second call either: a third task.
+        assert_eq!(task_count(&client).await, 3, "{binding:?}");
+        // The first message's record still stands: its retry runs nothing.
+        let again = task_of(client.send(request).await, "retry of the first");
+        assert_eq!(again.id, first.id, "{binding:?}");
+        assert_eq!(task_count(&client).await, 3, "{binding:?}");
     }
 }
 
@@ -225,6 +224,7 @@ async fn a_v03_retry_is_answered_with_the_same_task() {
     assert_eq!(again["result"]["id"], first["result"]["id"], "{again}");
     let mut other = message;
     other["parts"][0]["text"] = json!("changed");
-    let refused = call(other).await;
-    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let another = call(other).await;
+    assert_eq!(another["result"]["kind"], "task", "{another}");
+    assert_ne!(another["result"]["id"], first["result"]["id"], "no retry, a task of its own: {another}");
 }

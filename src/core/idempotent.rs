@@ -8,8 +8,7 @@
 //! The store keeps one record per owner and `messageId` (`task::store::sent`), claimed in one
 //! atomic step before the agent runs (a map under a lock, or one Redis script), so of two calls
 //! at once, on one replica or two, exactly one runs. It holds the message's fingerprint
-//! (`fingerprint.rs`: the same id with another message is refused, INVALID_ARGUMENT naming
-//! `message.messageId`), and either
+//! (`fingerprint.rs`), and either
 //! - **a claim**: the task the message goes to (a new task's id, chosen before the agent runs,
 //!   or the task a follow-up names), with when the claiming call last said it runs; or
 //! - **a reply**: the agent's direct Message, written before the first caller is answered.
@@ -50,6 +49,12 @@
 //! - A call dropped by its client while its new task's agent has not sent a first event for
 //!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
 //! - Limits (live tasks, subscriptions) are checked before the claim, as for any call.
+//! - The same id with **another** message is no retry (its fingerprint differs): it runs as a
+//!   new message, unrecorded, so a retry of *it* is not recognised. The spec only lets a server
+//!   use the id to detect duplicates (§3.3.1), and clients do reuse ids: the conformance kit
+//!   sends one id per scenario (`tck-complete-task-<run>`) with many different messages. We
+//!   refused such a message once; that failed 15 of the kit's checks and protected nothing a
+//!   retry needs.
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -110,14 +115,15 @@ pub(super) enum Earlier {
     Task(String),
 }
 
-/// This call's claim on its message, held while it runs.
+/// This call's claim on its message, held while it runs; `None`: the id is another message's,
+/// and this one runs unrecorded.
 pub(super) struct Claim {
     sent: Sent,
-    record: SentRecord,
+    record: Option<SentRecord>,
 }
 
 /// Claims `sent`'s messageId for this call, or finds the earlier call's outcome (waiting for
-/// one that still runs). INVALID_ARGUMENT when the id was sent with another message.
+/// one that still runs). A message under an id another message holds runs unclaimed.
 pub(super) async fn claim(core: &Core, sent: Sent) -> Result<Claimed, A2aError> {
     let store = &core.env.store;
     let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
@@ -128,16 +134,11 @@ pub(super) async fn claim(core: &Core, sent: Sent) -> Result<Claimed, A2aError> 
             SentState::Claimed { task_id: sent.task_id.clone(), claim: claim_id.clone(), alive_ms: now_ms() };
         let mine = SentRecord { fingerprint: sent.fingerprint, state };
         let Some(theirs) = store.claim_sent(&sent.owner, &sent.message_id, &mine).await? else {
-            return Ok(Claimed::Run(Claim { sent, record: mine }));
+            return Ok(Claimed::Run(Claim { sent, record: Some(mine) }));
         };
         if theirs.fingerprint != sent.fingerprint {
-            return Err(A2aError::invalid_field(
-                "message.messageId",
-                format!(
-                    "{:?} was already sent with another message; a new message needs a new id",
-                    sent.message_id
-                ),
-            ));
+            tracing::debug!(message_id = %sent.message_id, "a messageId reused for another message runs unrecorded");
+            return Ok(Claimed::Run(Claim { sent, record: None }));
         }
         match &theirs.state {
             SentState::Replied(bytes) => {
@@ -176,7 +177,8 @@ impl Claim {
         core: &Core,
         work: impl Future<Output = Result<Started, A2aError>>,
     ) -> Result<Started, A2aError> {
-        let Self { sent, mut record } = self;
+        let Self { sent, record } = self;
+        let Some(mut record) = record else { return work.await };
         let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
         let mut work = std::pin::pin!(work);
         let outcome = loop {

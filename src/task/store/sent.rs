@@ -19,7 +19,7 @@ pub type Fingerprint = [u8; FINGERPRINT_LEN];
 /// What `owner`'s `messageId` stands for: the message it was sent with and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentRecord {
-    /// The message's fingerprint: the same `messageId` with another message is refused.
+    /// The message's fingerprint: the same `messageId` with another message is no retry of it.
     pub fingerprint: Fingerprint,
     /// Where the call is.
     pub state: SentState,
