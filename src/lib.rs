@@ -102,7 +102,7 @@
 //!   as [`task::store::PushRegistration`]); delivery writes bodies with the
 //!   [`push::body::WebhookEncoder`] of that version: v1.0's in `push/body.rs`, v0.3's (the whole
 //!   v0.3 Task) in `transport/v03/push.rs`, plugged in by the server builder. Prove it with
-//!   `tests/push_v03.rs`.
+//!   `tests/push_v03.rs` and `tests/interop/v03/webhook.py` (a2a-sdk 0.3's own model).
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

@@ -2,7 +2,8 @@
 # v0.3 interop suite: start the server binary and drive it with the last v0.3 releases of the
 # official clients, each installed apart from the v1.x ones:
 #   - a2a-sdk==0.3.26 (py_interop.py) over JSON-RPC, HTTP+JSON and gRPC, in its own venv
-#     (default target/interop-venv-v03),
+#     (default target/interop-venv-v03), and as a webhook receiver (webhook.py: every push body
+#     of a config set through v0.3 must be the v0.3 Task a2a-sdk 0.3's own server would send),
 #   - @a2a-js/sdk@0.3.14 (js/interop.mjs) over JSON-RPC and HTTP+JSON, in its own
 #     node_modules (npm ci from the lock file).
 # Both start from the server's Agent Card, fetched as v0.3 clients fetch it (no A2A-Version).
@@ -63,7 +64,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "interop v0.3: starting $bin --listen $addr --public-url $base_url --push --push-allow-private (log: $log)"
-# --push: the push config methods are checked; --push-allow-private: their webhook is local.
+# --push: the push config methods are checked; --push-allow-private: their webhook is local
+# (webhook.py's receiver listens on 127.0.0.1).
 "$bin" --listen "$addr" --public-url "$base_url" --push --push-allow-private >"$log" 2>&1 &
 server_pid=$!
 deadline=$((SECONDS + 30))
@@ -82,6 +84,8 @@ for binding in JSONRPC HTTP+JSON GRPC; do
     echo "== py_interop.py $binding (a2a-sdk 0.3.26)"
     "$py" tests/interop/v03/py_interop.py "$binding" "$base_url" | tee -a "$out" || status=1
 done
+echo "== webhook.py (a2a-sdk 0.3.26's Task model as the webhook receiver)"
+"$py" tests/interop/v03/webhook.py "$base_url" | tee -a "$out" || status=1
 echo "== js/interop.mjs JSONRPC HTTP+JSON (@a2a-js/sdk 0.3.14)"
 if [[ -n "$js_error" ]]; then
     echo "FAIL - [v0.3 js] JS SDK client: $js_error" | tee -a "$out"
