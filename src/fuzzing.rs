@@ -133,6 +133,7 @@ pub async fn router(
         streaming: settings.streaming,
         push_notifications: settings.push_notifications,
         extended_card: settings.extended_card.is_some(),
+        interfaces: card::Binding::DEFAULT.to_vec(),
     };
     let mut card = card::build(card, CardOverrides::default(), &facts)?;
     if let Some(auth) = &auth {
@@ -141,7 +142,13 @@ pub async fn router(
     }
     let retention = Retention { max_finished, ..Retention::default() };
     let core = Arc::new(Core::new(agent, Arc::new(MemoryStore::new(retention)), settings));
-    let options =
-        Options { card, http: HttpSettings::default(), cors_origins: vec!["*".into()], ui: true, auth };
+    let options = Options {
+        card,
+        http: HttpSettings::default(),
+        cors_origins: vec!["*".into()],
+        ui: true,
+        auth,
+        card_signer: None,
+    };
     Ok(app(core, options).await?.combined())
 }

@@ -48,7 +48,10 @@
 //!   total (requests in flight, queued bytes) and optionally signed (a JWT per POST, the keys
 //!   at `/.well-known/jwks.json`); it hears of events as the task layer's
 //!   [`task::EventObserver`].
-//! - [`card`]: building and validating the Agent Card from flags or a file.
+//! - [`card`]: building and validating the Agent Card from flags or a file, listing the bindings
+//!   `--card-interfaces` names, and signing it (`card/signing.rs`, `--card-signing-key`).
+//!   [`jose`]: the JWS keys that sign webhooks and the card (one JWKS), and RFC 8785 canonical
+//!   JSON (`jose/jcs.rs`).
 //! - [`ui`]: the `/ui` dashboard, HTML, CSS and JavaScript modules compiled in (`ui/assets/`).
 //! - [`error`]: [`A2aError`](error::A2aError) and its mapping to every wire, in one place.
 //! - [`allocator`]: mimalloc as `main.rs` installs it, without the aligned calls where the
@@ -81,6 +84,11 @@
 //! - **Add a credential kind**: a file in `auth/` that turns request headers into an
 //!   [`call::Identity`], a table in the auth file ([`auth::AuthFile`]), its scheme in
 //!   `Authenticator::declare` (the card); the bindings and the core need no change.
+//! - **Change what the card lists or how it is signed**: `card/mod.rs` (`Binding`, the
+//!   interfaces of `--card-interfaces`), `transport/v03/card.rs` (the v0.3 forms' order),
+//!   `card/signing.rs` (the JWS header; every form is signed once at start-up, in
+//!   `server/mod.rs` and `transport/card.rs`); prove it with `tests/card_interfaces.rs`,
+//!   `tests/card_signing.rs` and `tests/interop/card_signature_check.py` (Python's JCS and JWS).
 //! - **Change what a principal is** (`key:alice`, `jwt:<issuer>#alice`, `mtls:alice`, or a
 //!   table's explicit `namespace`): `auth/principal.rs`; every store, quota and rate limit
 //!   keys on the whole string, and the Redis keys percent-encode it.
@@ -118,6 +126,7 @@ pub mod fleet;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod jose;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod proto;

@@ -107,7 +107,15 @@ fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
 
 async fn run(config: Config) -> Result<(), BoxError> {
     let (executor, default_card) = agent(&config);
-    let base_card = config.card_file().unwrap_or_else(|e| config_error(e)).unwrap_or(default_card);
+    let card_file = config.card_file().unwrap_or_else(|e| config_error(e));
+    if card_file.as_ref().is_some_and(|card| !card.supported_interfaces.is_empty()) {
+        tracing::warn!(
+            "--card: the file's supportedInterfaces are replaced by the server's own \
+             (choose them with --card-interfaces, --public-url, --public-grpc)"
+        );
+    }
+    let base_card = card_file.unwrap_or(default_card);
+    let card_signer = config.card_signer().unwrap_or_else(|e| config_error(e));
     let overrides = config.card_overrides().unwrap_or_else(|e| config_error(e));
     let mut settings = config.core_settings();
     settings.push.signing = config.push_signer().unwrap_or_else(|e| config_error(e)).map(Arc::new);
@@ -137,7 +145,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
         Some(listener) => listener.local_addr()?,
         None => grpc_address,
     };
-    let facts = config.card_facts(grpc_address, http_address, &settings);
+    let facts = config.card_facts(grpc_address, http_address, &settings).unwrap_or_else(|e| config_error(e));
     if let Some(extended) = extended_card {
         let extended = card::build(extended, CardOverrides::default(), &facts)
             .unwrap_or_else(|e| config_error(format!("--extended-card: {e}")));
@@ -163,6 +171,9 @@ async fn run(config: Config) -> Result<(), BoxError> {
     }
     if let Some(auth) = auth {
         server = server.auth(auth);
+    }
+    if let Some(signer) = card_signer {
+        server = server.card_signer(signer);
     }
     let in_fleet =
         match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {

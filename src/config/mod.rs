@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 
 use crate::agent::exec::{InputFormat, StdinMode};
+use crate::card::Binding;
 use crate::push::PushEvents;
 use crate::server::ClientAuth;
 use crate::ui::UiMode;
@@ -216,8 +217,23 @@ pub struct Config {
     #[arg(long, env = "A2A_PUBLIC_GRPC")]
     pub public_grpc: Option<String>,
 
+    /// Which bindings the Agent Card lists in `supportedInterfaces`, in order (the first is the
+    /// preferred one), comma-separated; the v0.3 card's `url`/`preferredTransport`/
+    /// `additionalInterfaces` follow it. Every binding is served either way. `jsonrpc,http-json`
+    /// for clients that refuse a card with a non-HTTP URL (Google ADK's `RemoteA2aAgent`).
+    #[arg(long, env = "A2A_CARD_INTERFACES", value_enum, value_delimiter = ',',
+          default_values_t = Binding::DEFAULT)]
+    pub card_interfaces: Vec<Binding>,
+
+    /// Sign the Agent Card with this PEM private key (EC P-256/P-384, Ed25519 or RSA): a JWS
+    /// per key in `signatures` (spec §8.4) on every card served, the public keys at
+    /// `/.well-known/jwks.json`. Repeatable: every key signs (for rotation).
+    #[arg(long = "card-signing-key", env = "A2A_CARD_SIGNING_KEY", value_delimiter = ',')]
+    pub card_signing_key: Vec<PathBuf>,
+
     /// An Agent Card file (ProtoJSON `AgentCard`) to start from; the flags below override it,
-    /// and the server always declares its own interfaces and capabilities.
+    /// and the server always declares its own interfaces (its `supportedInterfaces` are
+    /// replaced: see --card-interfaces) and capabilities.
     #[arg(long, env = "A2A_CARD")]
     pub card: Option<PathBuf>,
 

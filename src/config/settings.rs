@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::{Config, Switch};
 use crate::agent::exec::ExecConfig;
-use crate::card::{CardFacts, CardOverrides};
+use crate::card::signing::CardSigner;
+use crate::card::{CardFacts, CardOverrides, check_interfaces};
 use crate::core::CoreSettings;
 use crate::fleet::FleetSettings;
 use crate::proto::{AgentCard, AgentSkill};
@@ -47,6 +48,16 @@ impl Config {
             .map_err(|e| format!("--push-signing-key {e}"))
     }
 
+    /// The card's signing keys, if `--card-signing-key` names any.
+    pub fn card_signer(&self) -> Result<Option<CardSigner>, String> {
+        if self.card_signing_key.is_empty() {
+            return Ok(None);
+        }
+        CardSigner::from_files(&self.card_signing_key)
+            .map(Some)
+            .map_err(|e| format!("--card-signing-key {e}"))
+    }
+
     /// The card fields given as flags.
     pub fn card_overrides(&self) -> Result<CardOverrides, String> {
         let skills = self
@@ -72,8 +83,15 @@ impl Config {
         })
     }
 
-    /// Where clients reach this server, given the addresses actually bound.
-    pub fn card_facts(&self, grpc: SocketAddr, http: SocketAddr, core: &CoreSettings) -> CardFacts {
+    /// Where clients reach this server, given the addresses actually bound, and which
+    /// bindings the card lists (`--card-interfaces`, refused when empty or repeating one).
+    pub fn card_facts(
+        &self,
+        grpc: SocketAddr,
+        http: SocketAddr,
+        core: &CoreSettings,
+    ) -> Result<CardFacts, String> {
+        check_interfaces(&self.card_interfaces).map_err(|e| format!("--card-interfaces: {e}"))?;
         let local_host = |addr: SocketAddr| match addr.ip() {
             ip if ip.is_unspecified() || ip.is_loopback() => "localhost".to_owned(),
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
@@ -94,13 +112,14 @@ impl Config {
             })
             .filter(|host| !host.is_empty())
             .unwrap_or_else(|| local_host(grpc));
-        CardFacts {
+        Ok(CardFacts {
             public_grpc: self.public_grpc.clone().unwrap_or_else(|| format!("{public_host}:{}", grpc.port())),
             public_url,
             streaming: core.streaming,
             push_notifications: core.push_notifications,
             extended_card: core.extended_card.is_some(),
-        }
+            interfaces: self.card_interfaces.clone(),
+        })
     }
 
     /// The exec agent's settings: the command after `--` and the `--exec-*` flags.

@@ -2,6 +2,7 @@
 use clap::ValueEnum;
 
 use crate::agent::exec::{InputFormat, StdinMode};
+use crate::card::Binding;
 use crate::push::PushEvents;
 use crate::server::ClientAuth;
 use crate::ui::UiMode;
@@ -24,6 +25,11 @@ macro_rules! cli_values {
     };
 }
 
+cli_values!(Binding {
+    Grpc => "grpc": "gRPC, as host:port (--public-grpc)",
+    JsonRpc => "jsonrpc": "JSON-RPC 2.0, at --public-url's /",
+    HttpJson => "http-json": "HTTP+JSON, at --public-url",
+});
 cli_values!(ClientAuth {
     Required => "required": "The handshake fails without a client certificate",
     Optional => "optional": "A client may connect without a certificate",

@@ -56,6 +56,7 @@ use crate::agent::AgentExecutor;
 use crate::agent::demo::DemoAgent;
 use crate::auth::Authenticator;
 use crate::call::ProtocolVersion;
+use crate::card::signing::CardSigner;
 use crate::card::{self, CardFacts, CardOverrides};
 use crate::core::{Core, CoreSettings};
 use crate::error::BoxError;
@@ -73,6 +74,7 @@ pub struct Server {
     card: AgentCard,
     card_overrides: CardOverrides,
     card_facts: Option<CardFacts>,
+    card_signer: Option<CardSigner>,
     settings: CoreSettings,
     store: Option<Arc<dyn TaskStore>>,
     fleet: Option<Arc<dyn Fleet>>,
@@ -102,6 +104,7 @@ impl Server {
             card,
             card_overrides: CardOverrides::default(),
             card_facts: None,
+            card_signer: None,
             settings: CoreSettings::default(),
             store: None,
             fleet: None,
@@ -132,6 +135,13 @@ impl Server {
     /// `http://{http}` and `{grpc}`, which is right for local use but not behind a proxy.
     pub fn card_facts(mut self, facts: CardFacts) -> Self {
         self.card_facts = Some(facts);
+        self
+    }
+
+    /// Signs the card, its v0.3 forms and the extended card with every key of `signer`, and
+    /// publishes the keys at `/.well-known/jwks.json` (default: unsigned).
+    pub fn card_signer(mut self, signer: CardSigner) -> Self {
+        self.card_signer = Some(signer);
         self
     }
 
@@ -241,6 +251,7 @@ impl Server {
             streaming: settings.streaming,
             push_notifications: settings.push_notifications,
             extended_card: settings.extended_card.is_some(),
+            interfaces: card::Binding::DEFAULT.to_vec(),
         });
         let mut card = card::build(self.card, self.card_overrides, &facts)?;
         if settings.push.issuer.is_empty() {
@@ -260,6 +271,18 @@ impl Server {
             let auth = auth.clone();
             tokio::spawn(async move { auth.prefetch().await });
         }
+        // Signed last, over the cards as served (the auth schemes declared).
+        let card_signer = match self.card_signer {
+            Some(mut signer) => {
+                signer.set_jku(format!("{}/.well-known/jwks.json", facts.public_url.trim_end_matches('/')));
+                signer.sign_card(&mut card)?;
+                if let Some(extended) = &mut settings.extended_card {
+                    signer.sign_card(extended)?;
+                }
+                Some(Arc::new(signer))
+            }
+            None => None,
+        };
         // The card's required extensions are enforced on every call, beside any the
         // settings already require.
         for uri in card::required_extensions(&card) {
@@ -273,7 +296,14 @@ impl Server {
             None => Core::new(self.agent, store, settings),
         });
         let ui = self.ui.enabled(http_addr);
-        let options = Options { card, http: self.http, cors_origins: self.cors_origins, ui, auth: self.auth };
+        let options = Options {
+            card,
+            http: self.http,
+            cors_origins: self.cors_origins,
+            ui,
+            auth: self.auth,
+            card_signer,
+        };
         let app = app(core.clone(), options).await?;
         let (health, ready) = (app.health.clone(), app.ready.clone());
         if let Some(fleet) = core.fleet() {

@@ -15,6 +15,7 @@ use tower::Layer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::{self, Authenticator};
+use crate::card::signing::CardSigner;
 use crate::core::Core;
 use crate::error::{A2aError, BoxError};
 use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
@@ -40,6 +41,9 @@ pub struct Options {
     pub ui: bool,
     /// Checks every request's credential, when authentication is on.
     pub auth: Option<Arc<Authenticator>>,
+    /// The keys that signed the card (`--card-signing-key`): they sign its v0.3 forms too, and
+    /// are published in the JWKS.
+    pub card_signer: Option<Arc<CardSigner>>,
 }
 
 /// The assembled routes, and the switches shutdown flips.
@@ -95,9 +99,12 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     let a2a_grpc = A2aGrpc::new(core.clone(), limit);
     let a2a = tonic_web::GrpcWebLayer::new().layer(a2a_grpc.clone());
     let mut routes = Routes::new(a2a);
+    let mut card = CardService::new(options.card, SystemTime::now(), options.card_signer);
     if v03 {
+        card = card.with_v03(core.settings().extended_card.as_ref())?;
+    }
+    if let Some(card) = card.v03_card().cloned() {
         // v0.3 clients: `a2a.v1.A2AService`, a different package, so different method paths.
-        let card = crate::transport::v03::card::v03_card_of(&options.card);
         let v03_grpc = V03Grpc::server(core.clone(), card).max_decoding_message_size(limit);
         routes = routes.add_service(PartsAdmission::new(v03_grpc, core.settings().max_parts, limit));
         health.set_service_status(crate::proto_v03::SERVICE_NAME, tonic_health::ServingStatus::Serving).await;
@@ -110,10 +117,6 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         .layer(axum::middleware::map_response_with_state(limit, request_size::grpc_status));
 
     let ready = Arc::new(AtomicBool::new(true));
-    let mut card = CardService::new(options.card, SystemTime::now());
-    if options.http.v03 {
-        card = card.with_v03();
-    }
     let state = HttpState { core, settings: options.http, card: Arc::new(card) };
     let mut http = http_router(state.clone(), ready.clone());
     if options.ui {
@@ -212,20 +215,27 @@ async fn ui_task_page(State(state): State<HttpState>, Path(id): Path<String>, re
     }
 }
 
-/// The public keys webhook receivers verify signed pushes with (`--push-signing-key`); 404
-/// when pushes are not signed. Public, like the card.
+/// The public keys that verify what the server signs: webhooks (`--push-signing-key`, while
+/// pushes are on) and the Agent Card (`--card-signing-key`), a key used for both once; 404 when
+/// nothing is signed. Public, like the card.
 async fn jwks(State(state): State<HttpState>) -> Response {
-    let signing = state.core.settings().push.signing.as_ref().filter(|_| state.core.push_stats().is_some());
-    match signing {
-        Some(signer) => {
-            let mut response = axum::Json(signer.jwks()).into_response();
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
-            response
-        }
-        None => (StatusCode::NOT_FOUND, "webhooks are not signed (see --push-signing-key)\n").into_response(),
+    let push = state.core.settings().push.signing.as_ref().filter(|_| state.core.push_stats().is_some());
+    let mut keys: Vec<serde_json::Value> = Vec::new();
+    if let Some(push_keys) = push.map(|signer| signer.jwks()) {
+        keys.extend(push_keys["keys"].as_array().into_iter().flatten().cloned());
     }
+    for key in state.card.signer().map(|signer| signer.public_keys()).unwrap_or_default() {
+        if !keys.iter().any(|k| k["kid"] == key["kid"]) {
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return (StatusCode::NOT_FOUND, "nothing is signed (see --push-signing-key, --card-signing-key)\n")
+            .into_response();
+    }
+    let mut response = axum::Json(serde_json::json!({ "keys": keys })).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    response
 }
 
 /// 200 until shutdown begins, then 503, so a load balancer stops sending new calls.

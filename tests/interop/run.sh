@@ -3,7 +3,9 @@
 #   - grpcio-reflection/health (reflection_check.py),
 #   - the official A2A Python SDK client (sdk_interop.py) over gRPC, JSON-RPC and HTTP+JSON,
 #   - the same SDK's gRPC transport resuming a cut stream (resume_interop.py),
-#   - the official A2A JS SDK client (js/interop.mjs) over JSON-RPC, HTTP+JSON and gRPC.
+#   - the official A2A JS SDK client (js/interop.mjs) over JSON-RPC, HTTP+JSON and gRPC,
+#   - the signed Agent Card verified with Python's rfc8785 and cryptography
+#     (card_signature_check.py; it starts a server of its own with --card-signing-key).
 # Both SDK clients start from the server's Agent Card and pick each interface from it.
 #
 # Usage: tests/interop/run.sh [path-to-server-binary]
@@ -127,6 +129,8 @@ if [[ -n "$js_error" ]]; then
 else
     "$node" "$jsdir/interop.mjs" "$base_url" JSONRPC HTTP+JSON GRPC | tee -a "$out" || status=1
 fi
+echo "== card_signature_check.py (signed Agent Card: rfc8785 + cryptography)"
+"$py" tests/interop/card_signature_check.py "$bin" | tee -a "$out" || status=1
 n_ok="$(grep -c '^ok - ' "$out" || true)"
 n_fail="$(grep -c '^FAIL - ' "$out" || true)"
 rm -f "$out"

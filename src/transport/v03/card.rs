@@ -6,10 +6,19 @@
 //! merge the official SDKs serve with v0.3 compatibility on; their v1.0 clients ignore the
 //! extra fields or read them as a fallback). `GET /v1/card` and gRPC `GetAgentCard` answer with
 //! the pure v0.3 card.
+//!
+//! The v0.3 forms list the interfaces the v1.0 card lists (`--card-interfaces`), in its order,
+//! except that gRPC comes after the HTTP bindings when there are any: v0.3's `url` defaults to
+//! a JSON-RPC endpoint (`preferredTransport` absent means JSONRPC), clients written before
+//! `preferredTransport` read it as one, and a bare `host:port` is no HTTP URL.
+//!
+//! With `--card-signing-key`, each v0.3 form is signed over its own JSON.
 use serde_json::{Value, json};
 
 use super::{json as v03json, typed};
+use crate::card::signing::CardSigner;
 use crate::proto::{AgentCard, AgentInterface};
+use crate::proto_v03 as v03;
 use crate::transport::http::HttpState;
 
 /// The v0.3 protocol version the v0.3 fields announce.
@@ -23,26 +32,30 @@ pub fn wants_v03_card(version: Option<&str>) -> bool {
     }
 }
 
-/// The v0.3 interfaces of a card with these v1.0 ones, as (url, v0.3 transport), JSON-RPC
-/// first (the preferred one): the same endpoints serve both versions (REST under `/v1/`, gRPC
-/// as `a2a.v1.A2AService`).
+/// The v0.3 interfaces of a card with these v1.0 ones, as (url, v0.3 transport), the first the
+/// preferred one: the card's order, gRPC after the HTTP bindings (see the module doc). The same
+/// endpoints serve both versions (REST under `/v1/`, gRPC as `a2a.v1.A2AService`).
 pub fn v03_interfaces(interfaces: &[AgentInterface]) -> Vec<(String, &'static str)> {
-    ["JSONRPC", "HTTP+JSON", "GRPC"]
-        .into_iter()
-        .filter_map(|binding| {
-            interfaces.iter().find(|i| i.protocol_binding == binding).map(|i| (i.url.clone(), binding))
+    let mut v03: Vec<(String, &'static str)> = interfaces
+        .iter()
+        .filter_map(|i| {
+            let binding = ["JSONRPC", "HTTP+JSON", "GRPC"].into_iter().find(|b| *b == i.protocol_binding)?;
+            Some((i.url.clone(), binding))
         })
-        .collect()
+        .collect();
+    // Stable: the HTTP bindings keep their order, and so does gRPC behind them.
+    v03.sort_by_key(|(_, binding)| *binding == "GRPC");
+    v03
 }
 
-/// `card` (v1.0 ProtoJSON) with the v0.3 fields added. A card without a JSON-RPC interface
-/// (the one v0.3 clients prefer) is returned as it is.
+/// `card` (v1.0 ProtoJSON, without `signatures`) with the v0.3 fields added. A card without an
+/// interface v0.3 knows is returned as it is.
 pub fn with_v03_fields(mut card: Value, interfaces: &[AgentInterface]) -> Value {
     let v03 = v03_interfaces(interfaces);
-    let Some((url, "JSONRPC")) = v03.first().map(|(url, t)| (url.clone(), *t)) else { return card };
+    let Some((url, preferred)) = v03.first().map(|(url, t)| (url.clone(), *t)) else { return card };
     let Some(map) = card.as_object_mut() else { return card };
     map.insert("url".into(), url.into());
-    map.insert("preferredTransport".into(), "JSONRPC".into());
+    map.insert("preferredTransport".into(), preferred.into());
     map.insert("protocolVersion".into(), PROTOCOL_VERSION.into());
     let additional: Vec<Value> = v03.iter().map(|(url, t)| json!({"url": url, "transport": t})).collect();
     map.insert("additionalInterfaces".into(), Value::Array(additional));
@@ -59,12 +72,40 @@ pub fn with_v03_fields(mut card: Value, interfaces: &[AgentInterface]) -> Value 
     card
 }
 
-/// The pure v0.3 card (the v0.3 proto's `AgentCard`) of a v1.0 one.
-pub fn v03_card_of(card: &AgentCard) -> crate::proto_v03::AgentCard {
-    typed::card_out(card.clone(), &v03_interfaces(&card.supported_interfaces))
+/// The merged card (see the module doc) of a v1.0 one, signed when `signer` is given.
+pub fn merged_card(card: &AgentCard, signer: Option<&CardSigner>) -> Result<Value, String> {
+    let mut json = crate::protojson::encode(card);
+    if let Some(map) = json.as_object_mut() {
+        // The v1.0 card's signatures cover the v1.0 form, not this one.
+        map.shift_remove("signatures");
+    }
+    let mut merged = with_v03_fields(json, &card.supported_interfaces);
+    if let Some(signer) = signer {
+        signer.sign_json(&mut merged)?;
+    }
+    Ok(merged)
+}
+
+/// The pure v0.3 card (the v0.3 proto's `AgentCard`) of a v1.0 one, signed over its v0.3
+/// ProtoJSON when `signer` is given.
+pub fn v03_card_of(card: &AgentCard, signer: Option<&CardSigner>) -> Result<v03::AgentCard, String> {
+    let mut v03_card = typed::card_out(card.clone(), &v03_interfaces(&card.supported_interfaces));
+    if let Some(signer) = signer {
+        let payload = crate::jose::jcs::canonical(&v03json::encode(&v03_card));
+        v03_card.signatures = signer
+            .signatures(payload.as_bytes())?
+            .into_iter()
+            .map(|s| v03::AgentCardSignature {
+                protected: s.protected,
+                signature: s.signature,
+                header: s.header,
+            })
+            .collect();
+    }
+    Ok(v03_card)
 }
 
 /// The v0.3 card as v0.3 ProtoJSON, for `GET /v1/card`.
 pub fn v03_card(state: &HttpState) -> Value {
-    v03json::encode(&v03_card_of(state.card.card()))
+    state.card.v03_card_json()
 }

@@ -152,10 +152,7 @@ fn result_of(method: &str, result: &Value, state: &HttpState) -> Value {
             )
         }
         "tasks/pushNotificationConfig/delete" => Value::Null,
-        "agent/getAuthenticatedExtendedCard" => {
-            let interfaces = &state.card.card().supported_interfaces;
-            super::card::with_v03_fields(result.clone(), interfaces)
-        }
+        "agent/getAuthenticatedExtendedCard" => state.card.v03_extended(result),
         _ => result.clone(),
     }
 }

@@ -1,11 +1,59 @@
 //! The public Agent Card: built from flags or a card file, completed with what the server
-//! really offers (its interfaces and capabilities), and validated at start-up.
+//! really offers (its interfaces and capabilities), and validated at start-up; [`signing`]
+//! signs it (`--card-signing-key`).
+//!
+//! The server always writes `supportedInterfaces` itself, from where clients reach it and
+//! which bindings the operator lists (`--card-interfaces`, [`CardFacts::interfaces`]): a card
+//! file's own list is replaced, because the server knows its addresses and a hand-written
+//! list goes stale (a file's `signatures` go too: they cannot hold for the completed card).
 use crate::call::RESUME_EXTENSION;
 use crate::error::A2aError;
 use crate::proto::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill};
 
+pub mod signing;
+
 /// The protocol version every interface declares.
 pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// A binding the card can list in `supportedInterfaces` (`--card-interfaces`). Listing is all
+/// it changes: every binding is served either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// gRPC, listed as `host:port` (the spec's form, a2aproject/A2A #1997).
+    Grpc,
+    /// JSON-RPC 2.0, at the public URL's `/`.
+    JsonRpc,
+    /// HTTP+JSON, at the public URL.
+    HttpJson,
+}
+
+impl Binding {
+    /// The default list: gRPC first (the preferred binding of a gRPC-first server), then the
+    /// JSON bindings.
+    pub const DEFAULT: [Binding; 3] = [Binding::Grpc, Binding::JsonRpc, Binding::HttpJson];
+
+    /// Its `protocolBinding` in the card.
+    pub fn protocol_binding(self) -> &'static str {
+        match self {
+            Binding::Grpc => "GRPC",
+            Binding::JsonRpc => "JSONRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        }
+    }
+}
+
+/// Refuses a list of bindings the card cannot be built from: empty, or one binding twice.
+pub fn check_interfaces(interfaces: &[Binding]) -> Result<(), String> {
+    if interfaces.is_empty() {
+        return Err("list at least one binding (grpc, jsonrpc, http-json)".into());
+    }
+    for (i, binding) in interfaces.iter().enumerate() {
+        if interfaces[..i].contains(binding) {
+            return Err(format!("{} is listed twice", binding.protocol_binding()));
+        }
+    }
+    Ok(())
+}
 
 /// What the server knows about itself when it publishes its card.
 #[derive(Debug, Clone)]
@@ -20,6 +68,9 @@ pub struct CardFacts {
     pub push_notifications: bool,
     /// Whether an extended card is configured.
     pub extended_card: bool,
+    /// The bindings `supportedInterfaces` lists, in order (the first is the preferred one);
+    /// [`Binding::DEFAULT`] unless the operator chose.
+    pub interfaces: Vec<Binding>,
 }
 
 /// Fields a operator may set from the command line; each overrides the base card.
@@ -86,11 +137,23 @@ pub fn build(base: AgentCard, overrides: CardOverrides, facts: &CardFacts) -> Re
         tenant: String::new(),
         protocol_version: PROTOCOL_VERSION.to_owned(),
     };
-    card.supported_interfaces = vec![
-        interface(facts.public_grpc.clone(), "GRPC"),
-        interface(format!("{http_url}/"), "JSONRPC"),
-        interface(http_url, "HTTP+JSON"),
-    ];
+    check_interfaces(&facts.interfaces).map_err(|e| A2aError::InvalidParams {
+        message: format!("invalid agent card: supportedInterfaces: {e}"),
+        violations: vec![crate::error::FieldViolation::new("supportedInterfaces", &e)],
+    })?;
+    card.supported_interfaces = facts
+        .interfaces
+        .iter()
+        .map(|binding| {
+            let url = match binding {
+                Binding::Grpc => facts.public_grpc.clone(),
+                Binding::JsonRpc => format!("{http_url}/"),
+                Binding::HttpJson => http_url.clone(),
+            };
+            interface(url, binding.protocol_binding())
+        })
+        .collect();
+    card.signatures.clear();
     let mut extensions = card.capabilities.take().map(|c| c.extensions).unwrap_or_default();
     if !extensions.iter().any(|e| e.uri == RESUME_EXTENSION) {
         extensions.push(AgentExtension {
@@ -189,6 +252,7 @@ mod tests {
             streaming: true,
             push_notifications: false,
             extended_card: false,
+            interfaces: Binding::DEFAULT.to_vec(),
         }
     }
 
@@ -226,6 +290,27 @@ mod tests {
         let uris: Vec<_> = capabilities.extensions.iter().map(|e| e.uri.as_str()).collect();
         assert_eq!(uris, [RESUME_EXTENSION], "the resume extension is declared, not required");
         assert!(!capabilities.extensions[0].required);
+    }
+
+    #[test]
+    fn lists_the_chosen_bindings_in_order_and_refuses_none_or_twice() {
+        let urls = |interfaces: Vec<Binding>| {
+            build(base(), CardOverrides::default(), &CardFacts { interfaces, ..facts() }).map(|card| {
+                card.supported_interfaces.into_iter().map(|i| (i.protocol_binding, i.url)).collect::<Vec<_>>()
+            })
+        };
+        let chosen = urls(vec![Binding::HttpJson, Binding::Grpc]).unwrap();
+        assert_eq!(
+            chosen,
+            [
+                ("HTTP+JSON".to_owned(), "https://a2a.example.com".to_owned()),
+                ("GRPC".to_owned(), "a2a.example.com:443".to_owned())
+            ]
+        );
+        let none = urls(vec![]).unwrap_err();
+        assert!(none.to_string().contains("at least one binding"), "{none}");
+        let twice = urls(vec![Binding::Grpc, Binding::JsonRpc, Binding::Grpc]).unwrap_err();
+        assert!(twice.to_string().contains("GRPC is listed twice"), "{twice}");
     }
 
     #[test]
