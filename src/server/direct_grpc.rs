@@ -4,7 +4,7 @@
 //! unary call's CPU, for a decision the content type and path prefix already make.
 //!
 //! What the router's layers do to such a call is done here too: authentication (when it is
-//! on) and tonic's size refusal turned into the limit error. What they do to other calls does
+//! on), tonic's size refusal turned into the limit error, and the `A2A-Extensions` echo. What they do to other calls does
 //! not apply: grpc-web and CORS serve browsers (whose requests carry `Origin`, and go through
 //! the router), and draining unread bodies concerns HTTP/1.1 only.
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use tower::Service;
 
 use crate::auth::Authenticator;
 use crate::proto::SERVICE_NAME;
+use crate::transport::extensions::ExtensionEcho;
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::request_size;
 
@@ -26,12 +27,20 @@ pub struct DirectGrpc {
     limit: usize,
     /// CORS is on: a request with `Origin` takes the router, whose CORS layer answers it.
     cors: bool,
+    /// The `A2A-Extensions` response metadata.
+    echo: ExtensionEcho,
 }
 
 impl DirectGrpc {
     /// The service, behind `auth` when authentication is on.
-    pub(crate) fn new(service: A2aGrpc, auth: Option<Arc<Authenticator>>, limit: usize, cors: bool) -> Self {
-        Self { service, auth, limit, cors }
+    pub(crate) fn new(
+        service: A2aGrpc,
+        auth: Option<Arc<Authenticator>>,
+        limit: usize,
+        cors: bool,
+        echo: ExtensionEcho,
+    ) -> Self {
+        Self { service, auth, limit, cors, echo }
     }
 
     /// Whether `request` is a plain gRPC call to the A2A service (HTTP/2, `application/grpc`
@@ -51,11 +60,13 @@ impl DirectGrpc {
             let outcome = Box::pin(auth.outcome(request.headers(), request.extensions())).await;
             request.extensions_mut().insert(outcome);
         }
+        let activated = self.echo.activated(request.headers());
         let mut response = match self.service.call(request).await {
             Ok(response) => response,
             Err(never) => match never {},
         };
         request_size::limit_status(self.limit, response.headers_mut());
+        self.echo.apply(activated, response.headers_mut());
         response
     }
 }

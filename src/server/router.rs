@@ -22,6 +22,7 @@ use crate::proto::{AgentCard, FILE_DESCRIPTOR_SET, SERVICE_NAME};
 use crate::push::PushStats;
 use crate::server::direct_grpc::DirectGrpc;
 use crate::transport::card::{self, CardService};
+use crate::transport::extensions::{self, ExtensionEcho};
 use crate::transport::grpc::A2aGrpc;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::v03::admission::PartsAdmission;
@@ -71,6 +72,8 @@ struct Layers {
     auth: Option<Arc<Authenticator>>,
     /// `--max-request-bytes`, for draining what a handler left unread.
     limit: usize,
+    /// The `A2A-Extensions` response header.
+    echo: ExtensionEcho,
 }
 
 /// Builds every route around `core`: `lf.a2a.v1.A2AService` (gRPC and grpc-web), server
@@ -84,6 +87,7 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
     health.set_service_status("", tonic_health::ServingStatus::Serving).await;
 
     let v03 = options.http.v03;
+    let echo = ExtensionEcho::new(&options.card);
     let reflection = || {
         let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
@@ -123,8 +127,9 @@ pub async fn app(core: Arc<Core>, options: Options) -> Result<App, BoxError> {
         http = http.merge(ui_router(state.clone()));
     }
     let cors = cors_layer(&options.cors_origins)?;
-    let direct = DirectGrpc::new(a2a_grpc, options.auth.clone(), limit, cors.is_some());
-    Ok(App { grpc, http, health, ready, state, direct, layers: Layers { cors, auth: options.auth, limit } })
+    let direct = DirectGrpc::new(a2a_grpc, options.auth.clone(), limit, cors.is_some(), echo.clone());
+    let layers = Layers { cors, auth: options.auth, limit, echo };
+    Ok(App { grpc, http, health, ready, state, direct, layers })
 }
 
 impl App {
@@ -277,7 +282,8 @@ fn metrics(core: &Core) -> Response {
 /// Installs the fallback (HTTP+JSON routes when `http` is given; gRPC UNIMPLEMENTED for gRPC
 /// requests; a JSON 404 otherwise), the authentication layer in front of every route, the
 /// draining of unread request bodies around it (a refusal for want of a credential leaves the
-/// body unread too), and CORS around all (a preflight carries no credential).
+/// body unread too), the `A2A-Extensions` echo, and CORS around all (a preflight carries no
+/// credential).
 fn finish(router: axum::Router, rest_state: Option<HttpState>, layers: Layers) -> axum::Router {
     let router = router.fallback(move |request: axum::extract::Request| {
         let rest_state = rest_state.clone();
@@ -300,6 +306,8 @@ fn finish(router: axum::Router, rest_state: Option<HttpState>, layers: Layers) -
         None => router,
     };
     let router = router.layer(axum::middleware::from_fn_with_state(layers.limit, request_size::finish_body));
+    // Outside authentication, so a refusal echoes too; inside CORS, which exposes the header.
+    let router = router.layer(axum::middleware::from_fn_with_state(layers.echo, extensions::echo));
     match layers.cors {
         Some(cors) => router.layer(cors),
         None => router,

@@ -10,9 +10,11 @@
 //! - [`card`]: the Agent Card; [`http`]: what the JSON bindings share; [`strict_json`]: request
 //!   bodies read as I-JSON (duplicate names refused).
 //! - [`request_size`]: `--max-request-bytes`, the one request size limit of every binding;
-//!   `parameters.rs`: the service parameters' header names.
+//!   `parameters.rs`: the service parameters' header names; [`extensions`]: the
+//!   `A2A-Extensions` response header, the extensions activated for a call.
 //! - [`v03`]: A2A v0.3 clients, translated to and from v1.0 at the edge.
 pub mod card;
+pub mod extensions;
 pub mod grpc;
 pub mod http;
 pub mod jsonrpc;
