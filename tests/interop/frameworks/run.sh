@@ -74,6 +74,7 @@ for fw in "${frameworks[@]}"; do
         missing "the $fw venv could not be prepared (pip install -r tests/interop/frameworks/requirements-$fw.txt; log above)"
     fi
 done
+echo "frameworks: venvs ready: ${ready[*]:-none} ($((SECONDS - started)) s; logs target/frameworks-venv-*.log)"
 if (( ${#ready[@]} == 0 )); then
     exit 0
 fi
@@ -102,7 +103,7 @@ start_server() {
     port="$(free_port)"
     url="http://127.0.0.1:$port"
     log="target/frameworks-server-$name.log"
-    echo "frameworks: $bin --listen 127.0.0.1:$port --public-url $url $* (log: $log)"
+    echo "frameworks: $bin --listen 127.0.0.1:$port --public-url $url${*:+ $*} (log: $log)"
     "$bin" --listen "127.0.0.1:$port" --public-url "$url" "$@" >"$log" 2>&1 &
     pid=$!
     server_pids+=("$pid")
