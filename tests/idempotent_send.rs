@@ -7,6 +7,7 @@
 //! would be).
 mod common;
 
+use a2a_server::core::CoreSettings;
 use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{
@@ -87,6 +88,22 @@ async fn the_same_message_id_with_another_message_runs_as_a_new_message_on_every
         let again = task_of(client.send(request).await, "retry of the first");
         assert_eq!(again.id, first.id, "{binding:?}");
         assert_eq!(task_count(&client).await, 3, "{binding:?}");
+    }
+}
+
+/// `--dedupe-messages off`: every message runs, the same one twice too (what the conformance
+/// kit, which resends identical messages to make new tasks, needs).
+#[tokio::test]
+async fn with_dedupe_off_the_same_message_runs_again() {
+    let settings = CoreSettings { dedupe_messages: false, ..CoreSettings::default() };
+    let server = TestServer::builder().settings(settings).start().await;
+    for binding in BINDINGS {
+        let client = Client::connect(&server, binding, "1.1").await;
+        let request = send("twice");
+        let first = task_of(client.send(request.clone()).await, "first");
+        let second = task_of(client.send(request).await, "the same message again");
+        assert_ne!(second.id, first.id, "{binding:?}: ran again, a task of its own");
+        assert_eq!(artifact_texts(&second), ["twice"], "{binding:?}");
     }
 }
 

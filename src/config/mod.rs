@@ -395,6 +395,13 @@ pub struct Config {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
     pub max_list_page_bytes: usize,
 
+    /// Answer a SendMessage whose message (same `messageId`, same content) its caller sent
+    /// already with the first call's outcome, so retries run nothing; `off` runs every message
+    /// (and saves a store round trip per call). The conformance kit resends identical messages
+    /// to make new tasks: run it with `off`.
+    #[arg(long, env = "A2A_DEDUPE_MESSAGES", value_enum, default_value_t = Switch::On)]
+    pub dedupe_messages: Switch,
+
     /// Tasks not yet terminal with an actor (waiting for input included; hibernated ones
     /// count against --max-parked-tasks) this server holds; a new task past it is refused
     /// (QUOTA_EXCEEDED, Retry-After 1). In a fleet, per replica. 0: no limit.

@@ -239,6 +239,7 @@ impl Config {
             max_task_bytes: self.max_task_bytes,
             max_history: self.max_history,
             max_list_page_bytes: self.max_list_page_bytes,
+            dedupe_messages: self.dedupe_messages == Switch::On,
             max_live_tasks: self.max_live_tasks,
             max_live_tasks_per_principal: self.max_live_tasks_per_principal,
             input_timeout: Some(Duration::from_secs(self.input_timeout_secs)).filter(|t| !t.is_zero()),

@@ -49,6 +49,7 @@
 //! - A call dropped by its client while its new task's agent has not sent a first event for
 //!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
 //! - Limits (live tasks, subscriptions) are checked before the claim, as for any call.
+//! - `--dedupe-messages off` (`CoreSettings::dedupe_messages`) runs every message unrecorded.
 //! - The same id with **another** message is no retry (its fingerprint differs): it runs as a
 //!   new message, unrecorded, so a retry of *it* is not recognised. The spec only lets a server
 //!   use the id to detect duplicates (§3.3.1), and clients do reuse ids: the conformance kit
@@ -125,6 +126,9 @@ pub(super) struct Claim {
 /// Claims `sent`'s messageId for this call, or finds the earlier call's outcome (waiting for
 /// one that still runs). A message under an id another message holds runs unclaimed.
 pub(super) async fn claim(core: &Core, sent: Sent) -> Result<Claimed, A2aError> {
+    if !core.settings.dedupe_messages {
+        return Ok(Claimed::Run(Claim { sent, record: None }));
+    }
     let store = &core.env.store;
     let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
     let claim_id = crate::proto::new_id();

@@ -112,6 +112,9 @@ pub struct CoreSettings {
     /// `--max-list-page-bytes`: a ListTasks page ends before the task that would take its
     /// encoding past this (a page holds at least one task); `nextPageToken` goes on from there.
     pub max_list_page_bytes: usize,
+    /// `--dedupe-messages`: a SendMessage whose message its caller sent already is answered
+    /// with the first call's outcome (`idempotent.rs`); off, every message runs.
+    pub dedupe_messages: bool,
     /// `--max-live-tasks`: tasks not yet terminal on this server (this replica, in a fleet).
     pub max_live_tasks: usize,
     /// `--max-live-tasks-per-principal`: the same, per principal.
@@ -155,6 +158,7 @@ impl Default for CoreSettings {
             max_task_bytes: 8 * 1024 * 1024,
             max_history: 1_000,
             max_list_page_bytes: 4 << 20,
+            dedupe_messages: true,
             max_live_tasks: 10_000,
             max_live_tasks_per_principal: 1_000,
             input_timeout: Some(std::time::Duration::from_secs(DEFAULT_INPUT_TIMEOUT_SECS)),
