@@ -153,7 +153,8 @@ pub struct Args {
 
     /// Run the fleet scenarios: start a `redis-server` on a free loopback port (persistence off)
     /// and N replicas of --spawn-server on it (`--store redis://…`, a prefix of their own), plus
-    /// one memory-mode server to compare with. Needs N ≥ 2.
+    /// one memory-mode server to compare with. Needs N ≥ 2, except for fleet-unary and
+    /// fleet-event-latency alone (`--fleet 1`: the memory store against the Redis store).
     #[arg(long, value_name = "N", requires = "spawn_server", conflicts_with_all = ["baseline", "server_pid"])]
     pub fleet: Option<usize>,
 

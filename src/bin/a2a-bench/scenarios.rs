@@ -114,6 +114,7 @@ pub async fn unary_spread(
         Metric::new("throughput", "req/s", calls / load.elapsed.as_secs_f64(), Better::Higher),
         Metric::new("latency p50", "µs", load.latencies.percentile(0.50) / 1000.0, Better::Lower),
         Metric::new("latency p99", "µs", load.latencies.percentile(0.99) / 1000.0, Better::Lower),
+        Metric::new("latency max", "µs", load.latencies.percentile(1.0) / 1000.0, Better::Lower),
     ];
     if let Some(cpu) = cpu {
         metrics.push(Metric::new("server CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Lower));

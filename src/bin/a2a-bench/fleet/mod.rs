@@ -69,8 +69,13 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     let (Some(p), Some(program)) = (&plan.fleet, &args.spawn_server) else {
         return Err("--fleet needs --spawn-server".into());
     };
-    if p.replicas < 2 {
-        return Err("--fleet needs at least 2 replicas (the scenarios cross from one to another)".into());
+    // fleet-unary and fleet-event-latency also measure one replica (the table of issue #35:
+    // memory store against Redis store); the others cross from one replica to another.
+    let one_will_do = |s: &Scenario| matches!(s, Scenario::FleetUnary | Scenario::FleetEventLatency);
+    if p.replicas == 0 || (p.replicas < 2 && !plan.scenarios.iter().all(one_will_do)) {
+        return Err("--fleet needs at least 2 replicas (the scenarios cross from one to another); \
+                    --fleet 1 runs fleet-unary and fleet-event-latency only"
+            .into());
     }
     if let Some(other) = plan.scenarios.iter().find(|s| !s.is_fleet()) {
         return Err(format!("--fleet runs only the fleet-* scenarios, not {other:?}").into());
@@ -160,7 +165,9 @@ async fn scenario_rows(
             let name = "fleet-unary";
             let u = &plan.unary;
             let one = fleet.first(1);
-            let m = rounds(name, &["redis×1", "redis×N", "memory"], run, |label| {
+            let labels: &[&str] =
+                if n > 1 { &["redis×1", "memory", "redis×N"] } else { &["redis×1", "memory"] };
+            let m = rounds(name, labels, run, |label| {
                 let cluster = match label {
                     "redis×1" => &one,
                     "redis×N" => fleet,
@@ -171,8 +178,10 @@ async fn scenario_rows(
             .await;
             let params =
                 |r: usize| format!("replicas={r} C={} conns={}/replica", u.concurrency, u.connections);
-            let mut rows = report::rows(name, binding, &params(1), m[0].as_ref(), m[2].as_ref());
-            rows.extend(report::rows(name, binding, &params(n), m[1].as_ref(), m[2].as_ref()));
+            let mut rows = report::rows(name, binding, &params(1), m[0].as_ref(), m[1].as_ref());
+            if n > 1 {
+                rows.extend(report::rows(name, binding, &params(n), m[2].as_ref(), m[1].as_ref()));
+            }
             rows
         }
         _ => Vec::new(),

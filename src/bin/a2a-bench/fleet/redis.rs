@@ -1,5 +1,6 @@
 //! The fleet's Redis: a `redis-server` the benchmark starts on a free loopback port with
-//! persistence off, and what it tells us about a scenario (`INFO commandstats`, its CPU time).
+//! persistence off, and what it tells us about a scenario: `INFO commandstats` (commands and
+//! their usec), `INFO stats` (bytes in and out) and its CPU time (from /proc, else `INFO cpu`).
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -93,16 +94,24 @@ impl RedisProcess {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    /// What Redis has done so far: commands per name, and its CPU time.
+    /// What Redis has done so far: commands per name, bytes in and out, and its CPU time (the
+    /// process's from /proc; where that cannot be read, `used_cpu_sys` + `used_cpu_user`).
     pub async fn mark(&self) -> Result<Mark, BoxError> {
         let mut conn = self.conn.clone();
-        let info =
-            tokio::time::timeout(INFO_TIMEOUT, redis::cmd("INFO").arg("commandstats").query_async(&mut conn))
-                .await
-                .map_err(|_| format!("Redis: no answer to INFO within {INFO_TIMEOUT:?}"))?
-                .map_err(|e| format!("Redis INFO: {e}"))?;
-        let commands = parse_commandstats(&String::from_utf8_lossy(&info_bytes(info)));
-        Ok(Mark { commands, cpu: cpu_nanos(self.pid).ok(), at: Instant::now() })
+        let mut info = redis::cmd("INFO");
+        info.arg("commandstats").arg("stats").arg("cpu");
+        let info = tokio::time::timeout(INFO_TIMEOUT, info.query_async(&mut conn))
+            .await
+            .map_err(|_| format!("Redis: no answer to INFO within {INFO_TIMEOUT:?}"))?
+            .map_err(|e| format!("Redis INFO: {e}"))?;
+        let text = String::from_utf8_lossy(&info_bytes(info)).into_owned();
+        let cpu = cpu_nanos(self.pid).ok().or_else(|| info_cpu_nanos(&text));
+        let bytes = (info_field(&text, "total_net_input_bytes"), info_field(&text, "total_net_output_bytes"));
+        let bytes = match bytes {
+            (Some(i), Some(o)) => Some((i as u64, o as u64)),
+            _ => None,
+        };
+        Ok(Mark { commands: parse_commandstats(&text), bytes, cpu, at: Instant::now() })
     }
 
     /// Kills the server and reaps it (its directory goes when it drops).
@@ -129,6 +138,17 @@ fn info_bytes(value: redis::Value) -> Vec<u8> {
     }
 }
 
+/// A `name:value` line of INFO, as a number.
+fn info_field(info: &str, name: &str) -> Option<f64> {
+    info.lines().find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
+}
+
+/// `used_cpu_sys` + `used_cpu_user` (seconds, to the microsecond) in nanoseconds.
+fn info_cpu_nanos(info: &str) -> Option<u64> {
+    let secs = info_field(info, "used_cpu_sys")? + info_field(info, "used_cpu_user")?;
+    Some((secs * 1e9) as u64)
+}
+
 /// `cmdstat_<name>:calls=N,usec=U,…` lines → name → (calls, usec).
 fn parse_commandstats(info: &str) -> BTreeMap<String, (u64, u64)> {
     let mut out = BTreeMap::new();
@@ -149,6 +169,8 @@ fn parse_commandstats(info: &str) -> BTreeMap<String, (u64, u64)> {
 #[derive(Debug, Clone)]
 pub struct Mark {
     commands: BTreeMap<String, (u64, u64)>,
+    /// `total_net_input_bytes`, `total_net_output_bytes`.
+    bytes: Option<(u64, u64)>,
     cpu: Option<u64>,
     at: Instant,
 }
@@ -173,6 +195,9 @@ pub struct Delta {
     pub scripts: u64,
     /// Redis CPU nanoseconds, if readable.
     pub cpu: Option<u64>,
+    /// Bytes Redis read from and wrote to its clients (the benchmark's INFO included: a few
+    /// KiB per measurement).
+    pub bytes: Option<(u64, u64)>,
     /// Per command name: calls and usec inside Redis, most calls first.
     pub by_command: Vec<(String, u64, u64)>,
     pub elapsed: Duration,
@@ -195,11 +220,16 @@ impl Delta {
             (Some(b), Some(a)) => Some(a.saturating_sub(b)),
             _ => None,
         };
+        let bytes = match (before.bytes, after.bytes) {
+            (Some((i0, o0)), Some((i1, o1))) => Some((i1.saturating_sub(i0), o1.saturating_sub(o0))),
+            _ => None,
+        };
         let is_script = |name: &str| name.starts_with("eval") || name.starts_with("fcall");
         Self {
             commands: by_command.iter().map(|c| c.1).sum(),
             scripts: by_command.iter().filter(|c| is_script(&c.0)).map(|c| c.1).sum(),
             cpu,
+            bytes,
             by_command,
             elapsed: after.at.saturating_duration_since(before.at),
         }
@@ -208,10 +238,13 @@ impl Delta {
     /// What Redis did per second.
     pub fn rate(&self) -> Rate {
         let secs = self.elapsed.as_secs_f64().max(1e-3);
+        let (bytes_in, bytes_out) = self.bytes.unwrap_or((0, 0));
         Rate {
             commands: self.commands as f64 / secs,
             scripts: self.scripts as f64 / secs,
             cpu: self.cpu.unwrap_or(0) as f64 / secs,
+            bytes_in: bytes_in as f64 / secs,
+            bytes_out: bytes_out as f64 / secs,
         }
     }
 
@@ -223,12 +256,28 @@ impl Delta {
         }
         let secs = self.elapsed.as_secs_f64();
         let net = |total: f64, rate: f64| (total - rate * secs).max(0.0) / count;
-        let (name, scripts, cpu_name) = match per {
-            Per::Event => ("redis commands per event", "redis scripts per event", "redis CPU per event"),
-            Per::Call => ("redis commands per call", "redis scripts per call", "redis CPU per call"),
-            Per::Subscription => {
-                ("redis commands per subscribe", "redis scripts per subscribe", "redis CPU per subscribe")
-            }
+        let (name, scripts, cpu_name, bytes_in, bytes_out) = match per {
+            Per::Event => (
+                "redis commands per event",
+                "redis scripts per event",
+                "redis CPU per event",
+                "redis bytes in per event",
+                "redis bytes out per event",
+            ),
+            Per::Call => (
+                "redis commands per call",
+                "redis scripts per call",
+                "redis CPU per call",
+                "redis bytes in per call",
+                "redis bytes out per call",
+            ),
+            Per::Subscription => (
+                "redis commands per subscribe",
+                "redis scripts per subscribe",
+                "redis CPU per subscribe",
+                "redis bytes in per subscribe",
+                "redis bytes out per subscribe",
+            ),
         };
         let mut out = vec![
             Metric::new(name, "cmds", net(self.commands as f64, background.commands), Better::Lower),
@@ -237,15 +286,20 @@ impl Delta {
         if let Some(cpu) = self.cpu {
             out.push(Metric::new(cpu_name, "µs", net(cpu as f64, background.cpu) / 1000.0, Better::Lower));
         }
+        if let Some((i, o)) = self.bytes {
+            out.push(Metric::new(bytes_in, "B", net(i as f64, background.bytes_in), Better::Lower));
+            out.push(Metric::new(bytes_out, "B", net(o as f64, background.bytes_out), Better::Lower));
+        }
         out
     }
 
-    /// The commands, most frequent first, per unit: `evalsha 1.00 (3.1 µs), xread 2.00 …`.
+    /// Every command, most frequent first, per unit: `evalsha 1.00 (3.1 µs each), xread 2.00 …`
+    /// (not net of the background; a script's usec includes the commands it runs, which are
+    /// counted again under their own names).
     pub fn summary(&self, count: f64) -> String {
         let parts: Vec<String> = self
             .by_command
             .iter()
-            .take(8)
             .map(|(name, calls, usec)| {
                 let per = *calls as f64 / count.max(1.0);
                 let each = *usec as f64 / (*calls).max(1) as f64;
@@ -271,6 +325,8 @@ pub struct Rate {
     pub scripts: f64,
     /// CPU nanoseconds per second.
     pub cpu: f64,
+    pub bytes_in: f64,
+    pub bytes_out: f64,
 }
 
 impl Probe<'_> {
@@ -318,8 +374,9 @@ mod tests {
         let stats = parse_commandstats(info);
         assert_eq!(stats["xread"], (12, 34));
         assert_eq!(stats["evalsha"], (3, 30));
-        let before = Mark { commands: BTreeMap::new(), cpu: Some(0), at: Instant::now() };
-        let after = Mark { commands: stats, cpu: Some(10_000), at: before.at };
+        let before =
+            Mark { commands: BTreeMap::new(), bytes: Some((0, 0)), cpu: Some(0), at: Instant::now() };
+        let after = Mark { commands: stats, bytes: Some((500, 100)), cpu: Some(10_000), at: before.at };
         let delta = Delta::between(&before, &after);
         assert_eq!(delta.commands, 15);
         assert_eq!(delta.by_command[0].0, "xread");
@@ -327,5 +384,15 @@ mod tests {
         assert_eq!(metrics[0].value, 3.0);
         assert_eq!(metrics[1].value, 0.6);
         assert_eq!(metrics[2].value, 2.0);
+        assert_eq!(metrics[3].value, 100.0);
+        assert_eq!(metrics[4].value, 20.0);
+    }
+
+    #[test]
+    fn reads_cpu_and_bytes_from_info() {
+        let info = "# Stats\r\ntotal_net_input_bytes:1234\r\ntotal_net_output_bytes:99\r\n\
+                    # CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250000\r\nused_cpu_sys_children:9.0\r\n";
+        assert_eq!(info_field(info, "total_net_input_bytes"), Some(1234.0));
+        assert_eq!(info_cpu_nanos(info), Some(1_750_000_000));
     }
 }
