@@ -6,7 +6,7 @@
 use std::time::SystemTime;
 
 use a2a_fuzz::check;
-use a2a_server::card::{CardFacts, CardOverrides, build};
+use a2a_server::card::{Binding, CardFacts, CardOverrides, build};
 use a2a_server::error::A2aError;
 use a2a_server::proto::AgentCard;
 use a2a_server::protojson;
@@ -30,6 +30,7 @@ fuzz_target!(|text: &[u8]| {
         streaming: true,
         push_notifications: false,
         extended_card: true,
+        interfaces: Binding::DEFAULT.to_vec(),
     };
     match build(base, CardOverrides::default(), &facts) {
         Ok(card) => {
@@ -38,7 +39,7 @@ fuzz_target!(|text: &[u8]| {
             assert_eq!((capabilities.streaming, capabilities.extended_agent_card), (Some(true), Some(true)));
             assert!(!card.name.trim().is_empty() && !card.skills.is_empty());
             check::roundtrip(&card);
-            let v03 = v03_card_of(&card);
+            let v03 = v03_card_of(&card, None).expect("an unsigned v0.3 card always renders");
             let json = v03json::encode(&v03);
             assert_eq!(
                 v03json::encode(
@@ -46,7 +47,9 @@ fuzz_target!(|text: &[u8]| {
                 ),
                 json
             );
-            let service = CardService::new(card.clone(), SystemTime::UNIX_EPOCH).with_v03();
+            let service = CardService::new(card.clone(), SystemTime::UNIX_EPOCH, None)
+                .with_v03(None)
+                .expect("an unsigned v0.3 card always renders");
             assert_eq!(service.card(), &card);
         }
         Err(error) => refused(&error),
