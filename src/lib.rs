@@ -16,7 +16,8 @@
 //!   [`config`]: the command line that `main.rs` turns into a builder.
 //! - [`transport`]: the wire bindings, thin shims over the core: `transport/grpc/` (named by
 //!   the RPCs each file serves; also grpc-web), `jsonrpc.rs`, `rest.rs` (HTTP+JSON), `sse.rs`,
-//!   the Agent Card (`card.rs`), and `http.rs`, what the JSON bindings share.
+//!   the Agent Card (`card.rs`), `http.rs`, what the JSON bindings share, and
+//!   `extensions.rs`, the `A2A-Extensions` echo every binding's responses carry.
 //! - [`proto`]: the generated `lf.a2a.v1` types and service; they are the model everywhere.
 //!   [`protojson`]: their JSON form (ProtoJSON), for the JSON bindings, push bodies and card files.
 //!   [`proto_v03`]: the A2A v0.3 types (`a2a.v1`), used only by the v0.3 shim
