@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import traceback
 import uuid
 import warnings
 from importlib.metadata import version
@@ -36,6 +35,7 @@ from importlib.metadata import version
 warnings.filterwarnings('ignore')  # ADK's "[EXPERIMENTAL]" UserWarning on every A2A class
 
 import httpx  # noqa: E402
+from checks import check, report, tally  # noqa: E402
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory  # noqa: E402
 from google.adk.agents.remote_a2a_agent import AGENT_CARD_WELL_KNOWN_PATH, RemoteA2aAgent  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
@@ -44,19 +44,10 @@ from google.genai import types  # noqa: E402
 A2A_VERSION = version('a2a-sdk')
 A2A_V1 = not A2A_VERSION.startswith('0.')
 SDK = f'adk {version("google-adk")}/a2a-sdk {A2A_VERSION}'
-SCENARIO_TIMEOUT = 30.0
 # The demo agent's texts (src/agent/demo.rs).
 QUESTION = 'What should I echo back?'
 FAILED_TEXT = 'The demo agent failed, as asked.'
 REFUSAL = 'Agent card RPC URL must use https, or http on a loopback host'
-
-results: list[bool] = []
-
-
-def report(label: str, scenario: str, ok: bool, detail: str) -> None:
-    results.append(ok)
-    print(f'{"ok" if ok else "FAIL"} - [{label}] {scenario}: {detail}', flush=True)
-
 
 def client_factory(binding: str, streaming: bool) -> ClientFactory | None:
     """None (ADK builds its own client: JSON-RPC first, then HTTP+JSON; streaming on a2a-sdk
@@ -145,15 +136,6 @@ def new_runner(agent_card, factory: ClientFactory | None = None) -> InMemoryRunn
     kwargs = {'a2a_client_factory': factory} if factory is not None else {}
     agent = RemoteA2aAgent(name=name, agent_card=agent_card, **kwargs)
     return InMemoryRunner(agent=agent, app_name='a2a_server_ci')
-
-
-async def check(label: str, scenario: str, body) -> None:
-    try:
-        ok, detail = await asyncio.wait_for(body(), SCENARIO_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001 - every failure is a FAIL line
-        ok, detail = False, f'{type(exc).__name__}: {exc}'
-        traceback.print_exc(file=sys.stderr)
-    report(label, scenario, ok, detail)
 
 
 def summary(t: Turn) -> str:
@@ -258,9 +240,7 @@ async def main() -> int:
             continue
         await scenarios(label, f'{flag_url}{AGENT_CARD_WELL_KNOWN_PATH}', binding)
 
-    passed = sum(results)
-    print(f'{passed} passed, {len(results) - passed} failed')
-    return 0 if all(results) else 1
+    return tally()
 
 
 if __name__ == '__main__':

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import traceback
 import uuid
 import warnings
 from importlib.metadata import version
@@ -31,6 +30,7 @@ from importlib.metadata import version
 warnings.filterwarnings('ignore')
 
 import httpx  # noqa: E402
+from checks import check, report, tally  # noqa: E402
 from a2a.client import ClientConfig, ClientFactory  # noqa: E402
 from a2a.types import (  # noqa: E402
     Message,
@@ -43,27 +43,9 @@ from a2a.types import (  # noqa: E402
 from strands.agent.a2a_agent import A2AAgent  # noqa: E402
 
 SDK = f'strands {version("strands-agents")}/a2a-sdk {version("a2a-sdk")}'
-SCENARIO_TIMEOUT = 30.0
 QUESTION = 'What should I echo back?'
 FAILED_TEXT = 'The demo agent failed, as asked.'
 TRANSPORTS = {'JSONRPC': TransportProtocol.jsonrpc, 'HTTP+JSON': TransportProtocol.http_json}
-
-results: list[bool] = []
-
-
-def report(label: str, scenario: str, ok: bool, detail: str) -> None:
-    results.append(ok)
-    print(f'{"ok" if ok else "FAIL"} - [{label}] {scenario}: {detail}', flush=True)
-
-
-async def check(label: str, scenario: str, body) -> None:
-    try:
-        ok, detail = await asyncio.wait_for(body(), SCENARIO_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001 - every failure is a FAIL line
-        ok, detail = False, f'{type(exc).__name__}: {exc}'
-        traceback.print_exc(file=sys.stderr)
-    report(label, scenario, ok, detail)
-
 
 def texts(result) -> list[str]:
     return [block['text'] for block in result.message.get('content', []) if 'text' in block]
@@ -171,9 +153,7 @@ async def main() -> int:
     base_url = sys.argv[1]
     for binding in ('JSONRPC', 'HTTP+JSON'):
         await scenarios(base_url, binding)
-    passed = sum(results)
-    print(f'{passed} passed, {len(results) - passed} failed')
-    return 0 if all(results) else 1
+    return tally()
 
 
 if __name__ == '__main__':
