@@ -180,9 +180,9 @@ async fn the_fleet_writes_the_rest_of_a_batch_that_landed_in_part() {
     let alice = owner("alice");
     let events =
         |seqs: std::ops::RangeInclusive<u64>| seqs.map(|s| Bytes::from(format!("event {s}"))).collect();
-    assert!(fleet.append(&alice, &task_at(3), 1, events(1..=3), true).await.unwrap());
+    assert!(fleet.append(&alice, &task_at(3), 1, events(1..=3), true, true).await.unwrap());
     // Its reply was lost, and the retry carries the events that came meanwhile.
-    assert!(fleet.append(&alice, &task_at(5), 1, events(1..=5), true).await.unwrap(), "not fenced");
+    assert!(fleet.append(&alice, &task_at(5), 1, events(1..=5), true, false).await.unwrap(), "not fenced");
     let (_, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
     assert_eq!(seq, 5);
     let EventBatch::Events(stored) = store.read_events("t", 0, None, 100).await.unwrap() else {
@@ -316,9 +316,20 @@ async fn connect_fails_fast_naming_the_address() {
     assert!(bad.contains("prefix"), "{bad}");
 }
 
-/// The owner's write path (one script on a node, slot by slot on a cluster) keeps retention:
-/// by count it evicts in batches yet never holds more than the limit; by bytes likewise; the
-/// evicted tasks leave the index with their keys.
+/// Waits (within [`BOUND`]) until `owner`'s task `id` is gone: the evictor runs in the
+/// background, woken by the write that went over a limit.
+async fn evicted_soon(store: &RedisStore, owner: &a2a_server::call::Owner, id: &str, why: &str) {
+    let started = Instant::now();
+    while store.get(owner, id).await.unwrap().is_some() {
+        assert!(started.elapsed() < BOUND, "{why}: {id} is still kept");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The owner's write paths (the script, slot by slot on a cluster, and on a node the
+/// born-finished `MULTI`) keep retention: each write over a limit has the evictor take the
+/// oldest out within moments, in batches that stop 1/64 below the limit; by bytes likewise;
+/// the evicted tasks leave the index with their keys.
 async fn retention_on_the_write_path(url: &str) {
     let alice = owner("alice");
     let query = TaskQuery { page_size: 100, ..TaskQuery::default() };
@@ -327,14 +338,11 @@ async fn retention_on_the_write_path(url: &str) {
         redis_store(url, Retention { max_finished: 128, ..Retention::default() }, Timeouts::default()).await;
     for i in 0..300 {
         let done = task(&format!("t{i:03}"), "c", TaskState::Completed, i);
-        store.append(&alice, &done, 2, Bytes::from_static(b"e"), BOUNDS, None).await.unwrap().unwrap();
+        write(&store, &done, Bytes::from_static(b"e"), i).await;
         // Only reads that evict nothing (GetTask), so the write path alone keeps the bound.
         if i >= 128 {
-            let over = format!("t{:03}", i - 128);
-            assert!(
-                store.get(&alice, &over).await.unwrap().is_none(),
-                "after task {i}, {over} is kept: over 128"
-            );
+            evicted_soon(&store, &alice, &format!("t{:03}", i - 128), &format!("after task {i}, over 128"))
+                .await;
         }
     }
     assert!(
@@ -357,17 +365,67 @@ async fn retention_on_the_write_path(url: &str) {
     let store = redis_store(url, retention, Timeouts::default()).await;
     for i in 0..40 {
         let event = Bytes::from(vec![b'e'; 1000]);
-        store.append(&alice, &big(i), 2, event, BOUNDS, None).await.unwrap().unwrap();
+        write(&store, &big(i), event, i).await;
         if i >= 10 {
-            let over = format!("b{:03}", i - 10);
-            assert!(
-                store.get(&alice, &over).await.unwrap().is_none(),
-                "after task {i}, {over} is kept: over the bytes"
-            );
+            evicted_soon(
+                &store,
+                &alice,
+                &format!("b{:03}", i - 10),
+                &format!("after task {i}, over the bytes"),
+            )
+            .await;
         }
     }
     assert!(store.get(&alice, "b039").await.unwrap().is_some());
     assert!(store.get(&alice, "b000").await.unwrap().is_none());
+}
+
+/// A finished task's first write, by the script or (odd `i`, on a node) the born-finished
+/// `MULTI`.
+async fn write(store: &RedisStore, done: &Task, event: Bytes, i: i64) {
+    let alice = owner("alice");
+    if i % 2 == 1 && !store.is_cluster() {
+        store.write_born_finished(&alice, done, 2, &[event], BOUNDS).await.unwrap();
+    } else {
+        store.append(&alice, done, 2, event, BOUNDS, None).await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_born_finished_task_is_one_step_and_a_retry_of_it_counts_once() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = Arc::new(redis_store(&server.url(), Retention::default(), Timeouts::default()).await);
+    let fleet = RedisFleet::new(store.clone(), FleetSettings::new("r".into(), Duration::from_secs(10)));
+    let alice = owner("alice");
+    let done = task("born", "ctx", TaskState::Completed, 7);
+    let events = vec![Bytes::from_static(b"working"), Bytes::from_static(b"completed")];
+    assert!(fleet.append(&alice, &done, 2, events.clone(), true, true).await.unwrap());
+    // Its reply was lost: the retry goes through the fenced script, which finds it written.
+    assert!(fleet.append(&alice, &done, 2, events, true, false).await.unwrap());
+
+    let (stored, seq) = store.snapshot(&alice, "born").await.unwrap().unwrap();
+    assert_eq!((stored.id.as_str(), seq), ("born", 3), "the Task and its seq in one hash");
+    let EventBatch::Events(stored) = store.read_events("born", 1, None, 10).await.unwrap() else {
+        panic!("trimmed")
+    };
+    assert_eq!(stored.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [2, 3], "events numbered from 2");
+    let page = store.list(&alice, &TaskQuery { page_size: 10, ..TaskQuery::default() }).await.unwrap();
+    assert_eq!(page.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["born"], "indexed");
+    let by_context = TaskQuery { page_size: 10, context_id: Some("ctx".into()), ..TaskQuery::default() };
+    assert_eq!(store.list(&alice, &by_context).await.unwrap().tasks.len(), 1, "in its context's index");
+    let by_state = TaskQuery { page_size: 10, state: Some(TaskState::Completed), ..TaskQuery::default() };
+    assert_eq!(store.list(&alice, &by_state).await.unwrap().tasks.len(), 1, "its state noted");
+
+    // Retention noted it once: the bytes are the task's and its events', not twice that.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*finished*").query_async(&mut conn).await.unwrap();
+    let sizes = keys.iter().find(|k| k.ends_with(":sizes")).expect("the sizes hash");
+    let total: u64 = redis::cmd("HGET").arg(sizes).arg("#").query_async(&mut conn).await.unwrap();
+    assert_eq!(total, (done.encoded_len() + "working".len() + "completed".len()) as u64);
+    let task_keys: Vec<String> = redis::cmd("KEYS").arg("*{born}:task").query_async(&mut conn).await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(&task_keys[0]).query_async(&mut conn).await.unwrap();
+    assert!(ttl > 0, "a finished task's keys expire after the retention age: {ttl}");
 }
 
 #[tokio::test]

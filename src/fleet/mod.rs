@@ -177,12 +177,18 @@ impl Fleet for RedisFleet {
         first_seq: u64,
         events: Vec<Bytes>,
         reindex: bool,
+        first_try: bool,
     ) -> Result<bool, A2aError> {
         let inner = &self.0;
         // A new task that is over by its first write was never visible to anyone else (its id
         // is fresh and its caller waits for this write): it needs no lease, and the script's
         // seq check still refuses any other writer.
         let unowned_finish = first_seq <= 2 && is_terminal(state_of(task.status.as_ref()));
+        // Its first try needs no script at all (`born_finished.rs`); a retry is fenced.
+        if unowned_finish && first_try && !events.is_empty() && !inner.store.is_cluster() {
+            inner.store.write_born_finished(owner, task, first_seq, &events, inner.bounds()).await?;
+            return Ok(true);
+        }
         if !unowned_finish && !inner.holds(&task.id) && !inner.claim(&task.id).await? {
             return Ok(false);
         }

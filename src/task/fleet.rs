@@ -62,8 +62,9 @@ pub trait Fleet: Send + Sync + 'static {
 
     /// Writes `events` (encoded, numbered from `first_seq`) and `task`, the Task after them, in
     /// one atomic step, so that a reader on any replica joins exactly; with `reindex`, also
-    /// moves the task to its new place in ListTasks (its status changed). `Ok(false)`: this
-    /// replica no longer owns the task (its lease went to another); the actor must stop.
+    /// moves the task to its new place in ListTasks (its status changed). `first_try`: no
+    /// earlier try of these events failed (so none can have landed unanswered). `Ok(false)`:
+    /// this replica no longer owns the task (its lease went to another); the actor must stop.
     async fn append(
         &self,
         owner: &Owner,
@@ -71,6 +72,7 @@ pub trait Fleet: Send + Sync + 'static {
         first_seq: u64,
         events: Vec<Bytes>,
         reindex: bool,
+        first_try: bool,
     ) -> Result<bool, A2aError>;
 
     /// Follows a task owned by another replica (or by none): the Task, then every event after

@@ -177,7 +177,8 @@ impl Journal {
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
-        if !self.fleet.append(owner, task, first_seq, events, reindex).await? {
+        let first_try = self.retry.is_none();
+        if !self.fleet.append(owner, task, first_seq, events, reindex, first_try).await? {
             return Ok(Flushed::Lost);
         }
         Ok(Flushed::Done { written: std::mem::take(&mut self.pending) })

@@ -47,6 +47,11 @@ pub trait ParkedTasks: Send + Sync + 'static {
     async fn due(&self, now_ms: u64, max: usize) -> Result<Vec<(Owner, String)>, A2aError>;
     /// The counts and first deadlines, overall and of `principal`.
     async fn usage(&self, principal: &str) -> Result<ParkedUsage, A2aError>;
+    /// The same, possibly as read a moment ago (a shared ledger answers from a short-lived
+    /// copy, so admission away from the caps costs no store round trip per call).
+    async fn recent_usage(&self, principal: &str) -> Result<ParkedUsage, A2aError> {
+        self.usage(principal).await
+    }
 }
 
 /// The caps on parked tasks (0: none) and how long a parked task may wait.
@@ -69,6 +74,10 @@ impl ParkedCaps {
         if self.max_total == 0 && self.max_per_principal == 0 {
             return Ok(());
         }
+        // Far from both caps a recent count decides; near one, only the exact count does.
+        if !self.near(&ledger.recent_usage(principal).await?) {
+            return Ok(());
+        }
         let usage = ledger.usage(principal).await?;
         let (limit, first, detail) = if self.max_per_principal != 0
             && usage.of_principal >= self.max_per_principal
@@ -86,6 +95,13 @@ impl ParkedCaps {
             return Ok(());
         };
         Err(A2aError::limit(LimitKind::Quota, limit, detail).retry_after(self.retry_after(first, now_ms())))
+    }
+
+    /// Whether `usage` is within a tenth of a cap (at least one task): close enough that a
+    /// count a moment old could let a task past it.
+    fn near(&self, usage: &ParkedUsage) -> bool {
+        let near = |count: usize, cap: usize| cap != 0 && count + (cap / 10).max(1) >= cap;
+        near(usage.of_principal, self.max_per_principal) || near(usage.total, self.max_total)
     }
 
     /// Seconds until a parked slot frees: the first deadline, plus the sweep that acts on it;

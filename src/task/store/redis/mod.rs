@@ -13,16 +13,19 @@
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
 //! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
-//! | `P:{finished}` | ZSET | `<owner>/<task id>` scored by finish time (ms) | none |
-//! | `P:{finished}:sizes` | HASH | member → bytes it holds; `#` → their sum | none |
+//! | `P:{finished}` | ZSET | `<size>\|<position>\|<context>\|<owner>/<task id>` scored by finish time (ms) (`retention.rs`) | none |
+//! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
 //! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
 //! slot; an owner's indexes share another. So on a cluster a write is two atomic steps: the
 //! task (one script), then its index entries and retention (one pipeline); a single node runs
-//! both in one script (`WRITE`). Readers tolerate the window between them: an
+//! both in one script (`WRITE`), and a task finished by its first write in one `MULTI` of
+//! native commands (`born_finished.rs`). Retention evicts in the background (`retention.rs`).
+//! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
+mod born_finished;
 mod conn;
 mod fleet;
 pub mod keys;
@@ -30,10 +33,10 @@ mod list;
 mod parked;
 mod push_quota;
 mod replica;
+mod retention;
 mod scripts;
 mod sent;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -81,6 +84,10 @@ pub struct RedisStore {
     redis: Arc<Redis>,
     keys: Keys,
     retention: Retention,
+    /// Retention's limits and this replica's evictor (`retention.rs`).
+    retainer: Arc<retention::Retainer>,
+    /// Parked-task counts as last read, for admission (`parked.rs`).
+    parked_usage: parked::UsageCache,
 }
 
 /// Connects to the Redis a `--store` URL names, with default options and `prefix`, failing
@@ -100,12 +107,24 @@ impl RedisStore {
             return Err(format!("--redis-prefix {:?} must be non-empty and without braces", options.prefix));
         }
         let redis = Redis::connect(target, options.timeouts).await?;
-        Ok(Self { redis, keys: Keys::new(&options.prefix), retention: options.retention })
+        let keys = Keys::new(&options.prefix);
+        Ok(Self {
+            retainer: retention::Retainer::start(redis.clone(), keys.clone(), options.retention),
+            redis,
+            keys,
+            retention: options.retention,
+            parked_usage: parked::UsageCache::default(),
+        })
     }
 
     /// Where the store is, for messages (host and port, never credentials).
     pub fn address(&self) -> String {
         self.redis.address()
+    }
+
+    /// Whether the store is a Redis Cluster (whose steps cannot cross hash slots).
+    pub fn is_cluster(&self) -> bool {
+        self.redis.is_cluster()
     }
 
     /// How long this replica has seen Redis without a break (see `Redis::seen_for`).
@@ -125,22 +144,28 @@ impl RedisStore {
 
     /// Runs a task-writing script's follow-up in one round trip: the owner's index entries
     /// and (the first time the task is seen finished, holding `size` bytes) the retention
-    /// note; then drops whatever retention no longer keeps. A single node does all of this
-    /// inside [`scripts::WRITE`]; this is the cluster's way, slot by slot.
+    /// note. A single node does all of this inside [`scripts::WRITE`]; this is the cluster's
+    /// way, slot by slot.
     async fn indexed(&self, oid: &str, task: &Task, newly_finished: bool, size: u64) -> Result<(), A2aError> {
         let mut parts = vec![Part::Script(&scripts::INDEX, self.index_invocation(oid, task))];
         if newly_finished {
-            let member = format!("{oid}/{}", task.id);
-            let retain = self.retain_invocation(&member, size, RetainFor::Write);
-            parts.push(Part::Script(&scripts::RETAIN, retain));
+            let place = position(status_nanos(task));
+            let member = retention::member(size, &place, &encode(&task.context_id), oid, &task.id);
+            let mut note = scripts::NOTE.prepare_invoke();
+            note.key(self.keys.finished())
+                .key(self.keys.finished_sizes())
+                .arg(member)
+                .arg(now_ms())
+                .arg(size);
+            parts.push(Part::Script(&scripts::NOTE, note));
         }
         let replies = self.redis.together("index", parts).await?;
-        match replies.get(1) {
-            Some(members) => {
-                self.drop_expired(redis::from_redis_value(members.clone()).map_err(retention_reply)?).await
-            }
-            None => Ok(()),
+        if let Some(noted) = replies.get(1) {
+            let (count, bytes): (u64, i64) = redis::from_redis_value(noted.clone())
+                .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
+            self.retainer.noted(count, bytes);
         }
+        Ok(())
     }
 
     fn index_invocation<'a>(&self, oid: &str, task: &Task) -> redis::ScriptInvocation<'a> {
@@ -154,63 +179,6 @@ impl RedisStore {
             .arg(state_of(task.status.as_ref()) as i32)
             .arg(encode(&task.context_id));
         index
-    }
-
-    /// [`scripts::RETAIN`] noting `member` ('' for none) of `size` bytes.
-    fn retain_invocation<'a>(&self, member: &str, size: u64, why: RetainFor) -> redis::ScriptInvocation<'a> {
-        let mut retain = scripts::RETAIN.prepare_invoke();
-        retain.key(self.keys.finished()).key(self.keys.finished_sizes()).arg(member).arg(now_ms()).arg(size);
-        self.retention_args(&mut retain);
-        retain.arg(why.age_slack(self.retention.max_finished));
-        retain
-    }
-
-    /// Cutoff, max count, max bytes and batch: the retention arguments of RETAIN and WRITE.
-    fn retention_args(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
-        let bytes = u64::try_from(self.retention.max_bytes).unwrap_or(u64::MAX).min(i64::MAX as u64);
-        invocation.arg(cutoff).arg(self.retention.max_finished).arg(bytes).arg(EVICT_BATCH);
-    }
-
-    /// Removes the finished tasks retention no longer keeps (by count, bytes and age); their
-    /// keys would expire by themselves, but their index entries would not.
-    async fn evict(&self) -> Result<(), A2aError> {
-        let retain = self.retain_invocation("", 0, RetainFor::Read);
-        let mut conn = self.redis.conn();
-        let limit = self.redis.timeouts().command;
-        let members: Vec<String> = self.redis.run("expired", limit, retain.invoke_async(&mut conn)).await?;
-        self.drop_expired(members).await
-    }
-
-    /// Deletes the keys and index entries of finished tasks retention let go, all in one round
-    /// trip: one DEL per task (a cluster's commands stay within a slot; on a single node, one
-    /// DEL for all) and one UNINDEX per owner.
-    async fn drop_expired(&self, members: Vec<String>) -> Result<(), A2aError> {
-        let mut by_owner: HashMap<&str, Vec<&str>> = HashMap::new();
-        for member in &members {
-            if let Some((oid, task_id)) = member.split_once('/') {
-                by_owner.entry(oid).or_default().push(task_id);
-            }
-        }
-        if by_owner.is_empty() {
-            return Ok(());
-        }
-        let mut parts = Vec::new();
-        let mut delete = redis::cmd("DEL");
-        for task_id in by_owner.values().flatten() {
-            delete.arg(self.keys.task(task_id)).arg(self.keys.events(task_id)).arg(self.keys.push(task_id));
-            if self.redis.is_cluster() {
-                parts.push(Part::Cmd(std::mem::replace(&mut delete, redis::cmd("DEL"))));
-            }
-        }
-        if !self.redis.is_cluster() {
-            parts.push(Part::Cmd(delete));
-        }
-        for (oid, task_ids) in &by_owner {
-            let pairs = task_ids.iter().map(|id| (*id, ""));
-            parts.push(Part::Script(&scripts::UNINDEX, self.unindex_invocation(oid, pairs)));
-        }
-        self.redis.together("evict", parts).await.map(drop)
     }
 
     /// [`scripts::UNINDEX`] of (task id, expected position) pairs of one owner.
@@ -300,7 +268,7 @@ impl TaskStore for RedisStore {
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
-        self.evict().await?;
+        self.retainer.rounds(retention::RetainFor::Read).await?;
         self.list_page(owner, query).await
     }
 
@@ -378,32 +346,6 @@ impl TaskStore for RedisStore {
     ) -> Result<bool, A2aError> {
         self.swap_sent_record(owner, message_id, old, new).await
     }
-}
-
-/// Finished tasks evicted in one step at the most; more wait for the next.
-const EVICT_BATCH: usize = 256;
-
-/// Who asks retention for evictions, which decides how many expired tasks it waits for.
-#[derive(Clone, Copy)]
-enum RetainFor {
-    /// A write: evicting by age waits for 1/64 of the count limit to expire (batches, not a
-    /// round trip per write; the keys expire by themselves meanwhile).
-    Write,
-    /// A read (ListTasks): every expired task goes now.
-    Read,
-}
-
-impl RetainFor {
-    fn age_slack(self, max_count: usize) -> usize {
-        match self {
-            Self::Write => (max_count / 64).max(1),
-            Self::Read => 1,
-        }
-    }
-}
-
-fn retention_reply(error: impl std::fmt::Display) -> A2aError {
-    A2aError::Internal(format!("retention reply: {error}"))
 }
 
 /// Decodes stored task `task_id`; garbage in Redis is a server fault, not the client's, and is

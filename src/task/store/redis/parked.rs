@@ -9,7 +9,12 @@
 //! and the counts are ZCARDs, never counters that could drift. A replica parks a task before
 //! it gives the task's lease up, and the task's next owner unparks it; the sweep of every
 //! replica reads the due members (`task/sweep.rs`).
-use std::sync::LazyLock;
+//!
+//! Admission asks for the counts on every new task; [`UsageCache`] answers that from what this
+//! replica read less than [`USAGE_FRESH`] ago, and `ParkedCaps` asks again exactly near a cap.
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use percent_encoding::percent_decode_str;
@@ -54,6 +59,43 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), first(KEYS[1
 ",
     )
 });
+
+/// How long counts this replica read may answer admission (`ParkedTasks::recent_usage`):
+/// another replica's parking shows here at most this late, and only far from a cap.
+pub const USAGE_FRESH: Duration = Duration::from_millis(250);
+
+/// Principals whose counts are kept at once; past it the stale ones go, then all.
+const CACHED_PRINCIPALS: usize = 1024;
+
+/// The counts as last read, per principal; this replica's own parking clears them.
+#[derive(Default)]
+pub struct UsageCache(Mutex<HashMap<String, (Instant, ParkedUsage)>>);
+
+impl UsageCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, ParkedUsage)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, principal: &str) -> Option<ParkedUsage> {
+        let cached = self.lock();
+        cached.get(principal).filter(|(at, _)| at.elapsed() < USAGE_FRESH).map(|(_, usage)| *usage)
+    }
+
+    fn put(&self, principal: &str, usage: ParkedUsage) {
+        let mut cached = self.lock();
+        if cached.len() >= CACHED_PRINCIPALS && !cached.contains_key(principal) {
+            cached.retain(|_, (at, _)| at.elapsed() < USAGE_FRESH);
+            if cached.len() >= CACHED_PRINCIPALS {
+                cached.clear();
+            }
+        }
+        cached.insert(principal.to_owned(), (Instant::now(), usage));
+    }
+
+    fn clear(&self) {
+        self.lock().clear();
+    }
+}
 
 impl RedisStore {
     fn parked_keys(&self, principal: &str) -> (String, String) {
@@ -101,11 +143,13 @@ fn score(text: &str) -> Option<u64> {
 impl ParkedTasks for RedisStore {
     async fn park(&self, owner: &Owner, task_id: &str, deadline_ms: u64) -> Result<(), A2aError> {
         let args = [member(owner, task_id), deadline_ms.to_string()];
+        self.parked_usage.clear();
         self.parked_script::<i64>("park", &PARK, &owner.principal, &args).await.map(drop)
     }
 
     async fn unpark(&self, owner: &Owner, task_id: &str) -> Result<(), A2aError> {
         let args = [member(owner, task_id)];
+        self.parked_usage.clear();
         self.parked_script::<i64>("unpark", &UNPARK, &owner.principal, &args).await.map(drop)
     }
 
@@ -130,12 +174,21 @@ impl ParkedTasks for RedisStore {
     async fn usage(&self, principal: &str) -> Result<ParkedUsage, A2aError> {
         let (total, own, first, own_first): (usize, usize, String, String) =
             self.parked_script("parked_usage", &USAGE, principal, &[]).await?;
-        Ok(ParkedUsage {
+        let usage = ParkedUsage {
             total,
             of_principal: own,
             first_deadline_ms: score(&first),
             principal_first_deadline_ms: score(&own_first),
-        })
+        };
+        self.parked_usage.put(principal, usage);
+        Ok(usage)
+    }
+
+    async fn recent_usage(&self, principal: &str) -> Result<ParkedUsage, A2aError> {
+        match self.parked_usage.get(principal) {
+            Some(usage) => Ok(usage),
+            None => self.usage(principal).await,
+        }
     }
 }
 

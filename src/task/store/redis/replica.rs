@@ -79,14 +79,13 @@ impl RedisStore {
             write.arg(if reindex { "1" } else { "0" }).arg(self.keys.context_index_prefix(oid));
             write.arg(position(status_nanos(task))).arg(state_of(task.status.as_ref()) as i32);
             write.arg(encode(&task.context_id)).arg(&task.id).arg(format!("{oid}/{}", task.id));
-            self.retention_args(&mut write);
         }
         for event in events {
             write.arg(event.as_ref());
         }
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let mut reply: Vec<String> = self.redis.run("append", limit, write.invoke_async(&mut conn)).await?;
+        let reply: Vec<String> = self.redis.run("append", limit, write.invoke_async(&mut conn)).await?;
         let (outcome, detail) = match reply.get(..2) {
             Some([outcome, detail]) => (outcome.clone(), detail.clone()),
             _ => return Err(A2aError::Internal(format!("unexpected append reply {reply:?}"))),
@@ -95,8 +94,9 @@ impl RedisStore {
             "ok" => {
                 let newly_finished = detail == "1";
                 if single {
-                    // The tasks retention let go: in one more round trip, once in a batch.
-                    self.drop_expired(reply.split_off(3.min(reply.len()))).await?;
+                    if let Some([count, bytes]) = reply.get(3..5) {
+                        self.retainer.noted(count.parse().unwrap_or(0), bytes.parse().unwrap_or(0));
+                    }
                 } else if reindex || newly_finished {
                     let size = reply.get(2).and_then(|size| size.parse().ok()).unwrap_or(0);
                     self.indexed(oid, task, newly_finished, size).await?;

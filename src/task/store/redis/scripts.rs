@@ -18,11 +18,14 @@ use redis::Script;
 ///   {'ok', newly finished, bytes the task holds (task + every event appended)}.
 /// - `index(all, meta, ctx_prefix, id, position, state, ctx)`: moves a task to its place in its
 ///   owner's indexes.
-/// - `retain(set, sizes, member, now, size, cutoff, max_count, max_bytes, batch, age_slack)`:
-///   notes a finished task (member '' notes none) and takes out of the set the oldest ones
-///   retention no longer keeps, returning them. Over the count or the bytes, it evicts down to
-///   1/64 below the limit, so a busy fleet evicts in batches and never holds more than the
-///   limit; by age, it waits for `age_slack` expired tasks (their keys expire by themselves).
+/// - `note(set, sizes, member, now, size)`: notes a finished task for retention (once: a
+///   retried note adds nothing); returns {finished tasks, their bytes}, which the caller
+///   compares with the limits to wake the evictor (`retention.rs`).
+/// - `evict(set, sizes, cutoff, max_count, max_bytes, batch, age_slack)`: takes out of the set
+///   the oldest finished tasks retention no longer keeps (at most `batch`) and returns them.
+///   Over the count or the bytes, it evicts down to 1/64 below the limit, so eviction comes in
+///   batches; by age, it waits for `age_slack` expired tasks (their keys expire by themselves).
+///   A member carries its size (`retention.rs`); one noted before that, its entry in `sizes`.
 const FUNCTIONS: &str = r"
 local function finish(task, events, push, fin, now, ttl)
   if fin then return '0' end
@@ -54,10 +57,16 @@ local function append(K, A, from)
     bytes = bytes + #A[i]
     redis.call('XADD', K[2], 'MAXLEN', '~', A[7], last .. '-0', 'e', A[i])
   end
-  redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes)
-  local newly = '0'
-  if A[3] == '1' then newly = finish(K[1], K[2], K[3], stored[4], A[4], A[5]) end
-  return {'ok', newly, tostring(bytes + #A[1])}
+  if A[3] ~= '1' then
+    redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes)
+    return {'ok', '0', tostring(bytes + #A[1])}
+  end
+  -- Finishing (a finished task was refused above): 'fin' goes in the same HSET.
+  redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes, 'fin', A[4])
+  redis.call('PEXPIRE', K[1], A[5])
+  redis.call('PEXPIRE', K[2], A[5])
+  redis.call('PEXPIRE', K[3], A[5])
+  return {'ok', '1', tostring(bytes + #A[1])}
 end
 
 local function index(all, meta, ctx_prefix, id, position, state, ctx)
@@ -75,11 +84,17 @@ local function index(all, meta, ctx_prefix, id, position, state, ctx)
   return 1
 end
 
-local function retain(set, sizes, member, now, size, cutoff, max_count, max_bytes, batch, age_slack)
-  if member ~= '' and redis.call('ZADD', set, 'NX', now, member) == 1 then
-    redis.call('HSET', sizes, member, size)
-    redis.call('HINCRBY', sizes, '#', size)
+local function note(set, sizes, member, now, size)
+  if redis.call('ZADD', set, 'NX', now, member) == 1 then
+    return {redis.call('ZCARD', set), redis.call('HINCRBY', sizes, '#', size)}
   end
+  return {redis.call('ZCARD', set), tonumber(redis.call('HGET', sizes, '#') or '0')}
+end
+
+-- A member of the current form ends in |<32 hex digits position>|<context>|<size>.
+local NEW_MEMBER = '|' .. string.rep('%x', 32) .. '|[^|]*|(%d+)$'
+
+local function evict(set, sizes, cutoff, max_count, max_bytes, batch, age_slack)
   local count = redis.call('ZCARD', set)
   local bytes = tonumber(redis.call('HGET', sizes, '#') or '0')
   local keep_count, keep_bytes = count, bytes
@@ -90,15 +105,21 @@ local function retain(set, sizes, member, now, size, cutoff, max_count, max_byte
   local old = redis.call('ZCOUNT', set, '-inf', '(' .. cutoff)
   if old < age_slack then old = 0 end
   local evicted = {}
+  local freed = 0
   while #evicted < batch and (count > keep_count or bytes > keep_bytes or #evicted < old) do
     local popped = redis.call('ZPOPMIN', set)
     if #popped == 0 then break end
-    bytes = bytes - tonumber(redis.call('HGET', sizes, popped[1]) or '0')
-    redis.call('HDEL', sizes, popped[1])
+    local size = tonumber(string.match(popped[1], NEW_MEMBER))
+    if not size then
+      size = tonumber(redis.call('HGET', sizes, popped[1]) or '0')
+      redis.call('HDEL', sizes, popped[1])
+    end
+    bytes = bytes - size
+    freed = freed + size
     count = count - 1
     table.insert(evicted, popped[1])
   end
-  if #evicted > 0 then redis.call('HSET', sizes, '#', math.max(bytes, 0)) end
+  if freed > 0 then redis.call('HINCRBY', sizes, '#', -freed) end
   return evicted
 end
 ";
@@ -138,37 +159,41 @@ pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
     with_functions("return index(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])")
 });
 
-/// Notes a finished task (member '' for none) and returns the finished tasks retention lets
-/// go now, taken out of the set in the same step (callers evicting at once each get others).
-/// KEYS: finished set, finished sizes. ARGV: member, now ms, size, cutoff ms, max count, max
+/// Notes a finished task for retention. KEYS: finished set, finished sizes. ARGV: member,
+/// now ms, size. Returns {finished tasks, their bytes}.
+pub static NOTE: LazyLock<Script> =
+    LazyLock::new(|| with_functions("return note(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"));
+
+/// Takes out the finished tasks retention lets go now and returns them (callers evicting at
+/// once each get others). KEYS: finished set, finished sizes. ARGV: cutoff ms, max count, max
 /// bytes, batch, age slack.
-pub static RETAIN: LazyLock<Script> = LazyLock::new(|| {
+pub static EVICT: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
-        "return retain(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), \
-         tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))",
+        "return evict(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), \
+         tonumber(ARGV[4]), tonumber(ARGV[5]))",
     )
 });
 
 /// A whole owner's write on a single Redis node, in one step and one round trip: the append
-/// (refused as [`APPEND_BATCH`] is), then the index move and the retention note, then the
-/// finished tasks retention lets go. A cluster runs the same functions slot by slot instead.
+/// (refused as [`APPEND_BATCH`] is), then the index move and, once finished, the retention
+/// note. A cluster runs the same functions slot by slot instead.
 /// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes.
 /// ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4, 5 (the
-/// task id is the task's); 14 task id; 15 retention member; 16-19 cutoff ms, max count, max
-/// bytes, batch; then the events. Returns {'ok', newly finished, size, evicted...} or a refusal.
+/// task id is the task's); 14 task id; 15 `<owner id>/<task id>`; then the events. Returns
+/// {'ok', newly finished, size, finished tasks, their bytes} or a refusal.
 pub static WRITE: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
         r"
-local appended = append(KEYS, ARGV, 20)
+local appended = append(KEYS, ARGV, 16)
 if appended[1] ~= 'ok' then return appended end
 if ARGV[9] == '1' or appended[2] == '1' then
   index(KEYS[5], KEYS[6], ARGV[10], ARGV[14], ARGV[11], ARGV[12], ARGV[13])
 end
 if appended[2] == '1' then
-  local max_count = tonumber(ARGV[17])
-  local evicted = retain(KEYS[7], KEYS[8], ARGV[15], ARGV[4], appended[3], ARGV[16], max_count,
-    tonumber(ARGV[18]), tonumber(ARGV[19]), math.max(1, math.floor(max_count / 64)))
-  for _, member in ipairs(evicted) do table.insert(appended, member) end
+  local member = ARGV[15] .. '|' .. ARGV[11] .. '|' .. ARGV[13] .. '|' .. appended[3]
+  local noted = note(KEYS[7], KEYS[8], member, ARGV[4], appended[3])
+  table.insert(appended, noted[1])
+  table.insert(appended, noted[2])
 end
 return appended
 ",

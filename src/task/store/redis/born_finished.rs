@@ -1,0 +1,85 @@
+//! The cheapest write: a new task that is over by its first write (an echo, a quick answer),
+//! on a single node, in one `MULTI` of native commands instead of the `WRITE` script.
+//!
+//! Why no script is needed: the task's id was minted by this replica and nobody has been told
+//! it (its caller waits for this very write), so no other writer can exist and there is no
+//! seq, owner or lease to check. The commands are the ones `WRITE` would run minus its reads:
+//! the events, the Task with `fin`, the keys' expiry, the owner's index entries (a new task
+//! has no old ones to move) and the retention note. `MULTI` keeps them one step for readers,
+//! the AOF and replicas. Only a first try takes this path: a retried write (its reply may have
+//! been lost after it landed) goes through `WRITE`, whose seq check finds it written and whose
+//! note is not counted twice.
+use bytes::Bytes;
+
+use super::fleet::StreamBounds;
+use super::keys::{encode, owner_id, position};
+use super::{RedisStore, retention, status_nanos};
+use crate::call::Owner;
+use crate::error::A2aError;
+use crate::proto::Task;
+use crate::task::state_of;
+
+impl RedisStore {
+    /// Writes `events` (numbered from `first_seq`) and `task`, a new task they finished, in
+    /// one atomic step of native commands; see the module doc for when this is sound. Only on
+    /// a single node (a cluster spreads these keys over several slots).
+    pub async fn write_born_finished(
+        &self,
+        owner: &Owner,
+        task: &Task,
+        first_seq: u64,
+        events: &[Bytes],
+        bounds: StreamBounds,
+    ) -> Result<(), A2aError> {
+        let oid = owner_id(owner);
+        let (bytes, _, _, now, ttl) = self.write_args(task, None, &oid);
+        let (task_key, events_key) = (self.keys.task(&task.id), self.keys.events(&task.id));
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        let mut seq = first_seq.saturating_sub(1);
+        let mut event_bytes = 0;
+        for event in events {
+            seq += 1;
+            event_bytes += event.len() as u64;
+            let id = format!("{seq}-0");
+            let max = bounds.max_events.max(1);
+            pipe.cmd("XADD")
+                .arg(&events_key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(max)
+                .arg(id)
+                .arg("e")
+                .arg(event.as_ref());
+            pipe.ignore();
+        }
+        pipe.cmd("HSET").arg(&task_key).arg("task").arg(&bytes[..]).arg("owner").arg(&oid);
+        pipe.arg("seq").arg(seq).arg("bytes").arg(event_bytes).arg("fin").arg(now).ignore();
+        for key in [&task_key, &events_key, &self.keys.push(&task.id)] {
+            pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
+        }
+        let place = position(status_nanos(task));
+        let context = encode(&task.context_id);
+        let entry = format!("{place}:{}", task.id);
+        pipe.cmd("ZADD").arg(self.keys.owner_index(&oid)).arg(0).arg(&entry).ignore();
+        let context_key = format!("{}{context}", self.keys.context_index_prefix(&oid));
+        pipe.cmd("ZADD").arg(context_key).arg(0).arg(&entry).ignore();
+        let state = state_of(task.status.as_ref()) as i32;
+        pipe.cmd("HSET")
+            .arg(self.keys.owner_meta(&oid))
+            .arg(&task.id)
+            .arg(format!("{state}|{place}|{context}"));
+        pipe.ignore();
+        let size = event_bytes + bytes.len() as u64;
+        let member = retention::member(size, &place, &context, &oid, &task.id);
+        pipe.cmd("ZADD").arg(self.keys.finished()).arg("NX").arg(now).arg(member).ignore();
+        pipe.cmd("HINCRBY").arg(self.keys.finished_sizes()).arg("#").arg(size);
+        pipe.cmd("ZCARD").arg(self.keys.finished());
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        let (bytes, count): (i64, u64) =
+            self.redis.run("born_finished", limit, pipe.query_async(&mut conn)).await?;
+        self.retainer.noted(count, bytes);
+        Ok(())
+    }
+}
