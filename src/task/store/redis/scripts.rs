@@ -106,18 +106,26 @@ local function evict(set, sizes, cutoff, max_count, max_bytes, batch, age_slack)
   if old < age_slack then old = 0 end
   local evicted = {}
   local freed = 0
-  while #evicted < batch and (count > keep_count or bytes > keep_bytes or #evicted < old) do
-    local popped = redis.call('ZPOPMIN', set)
-    if #popped == 0 then break end
-    local size = tonumber(string.match(popped[1], NEW_MEMBER))
-    if not size then
-      size = tonumber(redis.call('HGET', sizes, popped[1]) or '0')
-      redis.call('HDEL', sizes, popped[1])
+  local function take(n)
+    local popped = redis.call('ZPOPMIN', set, n)
+    for i = 1, #popped, 2 do
+      local size = tonumber(string.match(popped[i], NEW_MEMBER))
+      if not size then
+        size = tonumber(redis.call('HGET', sizes, popped[i]) or '0')
+        redis.call('HDEL', sizes, popped[i])
+      end
+      bytes = bytes - size
+      freed = freed + size
+      count = count - 1
+      table.insert(evicted, popped[i])
     end
-    bytes = bytes - size
-    freed = freed + size
-    count = count - 1
-    table.insert(evicted, popped[1])
+    return #popped
+  end
+  -- By count and by age, the oldest in one pop; by bytes, one at a time after that.
+  local want = math.min(batch, math.max(count - keep_count, old))
+  if want > 0 then take(want) end
+  while #evicted < batch and bytes > keep_bytes do
+    if take(1) == 0 then break end
   end
   if freed > 0 then redis.call('HINCRBY', sizes, '#', -freed) end
   return evicted
