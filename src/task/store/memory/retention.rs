@@ -13,7 +13,7 @@ pub struct Retention {
     pub max_age: Duration,
     /// Keep finished tasks only while their encoded (protobuf) sizes add up to at most this,
     /// the oldest finished going first; a single task larger than this is not kept at all.
-    /// The memory store enforces it; the Redis store does not yet.
+    /// The memory store enforces it on each write; Redis fleet-wide, in the background.
     pub max_bytes: usize,
 }
 

@@ -38,7 +38,7 @@ const EVICT_BATCH: usize = 32;
 const MAX_ROUNDS: usize = 64;
 
 /// How often each replica looks for tasks retention lets go by age.
-const AGE_TICK: Duration = Duration::from_secs(1);
+const AGE_TICK: Duration = Duration::from_secs(5);
 
 /// The retention member of a finished task; see the module doc.
 pub(super) fn member(size: u64, position: &str, encoded_context: &str, oid: &str, task_id: &str) -> String {
