@@ -97,6 +97,12 @@
 //!   means stored, an outage is not a death; docs/FLEET.md): the actor's side is
 //!   `task/journal.rs` and `task/actor/writes.rs`, the leases and the sweep `fleet/lease.rs`,
 //!   what may be revived where `task/registry.rs`; prove a change with `tests/fleet_faults.rs`.
+//! - **Change what a call costs Redis** (docs/FLEET.md, "Write path cost"): the owner's
+//!   scripts in `task/store/redis/scripts.rs` (`WRITE`, fenced), the script-free write of a
+//!   task finished by its first write `task/store/redis/born_finished.rs` (chosen in
+//!   `fleet/mod.rs` `append`), retention's note and background evictor
+//!   `task/store/redis/retention.rs`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
+//!   and prove with `tests/store.rs` and `tests/fleet_faults.rs`.
 //! - **Bound what a client that does not read can pin**: `server/send_budget.rs` (the
 //!   budgets and the refusal in each binding's form) and `server/send_watch.rs` (the send
 //!   timeout); proved by `tests/attacks/memory.rs` against the release build.
