@@ -165,3 +165,39 @@ async fn a_cursor_the_stream_was_trimmed_past_gets_the_task_then_every_update() 
     assert_eq!(resumes(&fleet[B], "task").await, 1.0);
     assert_eq!(resumes(&fleet[B], "stream").await, 0.0);
 }
+
+/// A task finished by its first write (the echo) is stored without its events when nobody
+/// could see them (a blocking caller): a resume from before its end gets the final Task. One
+/// whose events a streaming caller saw keeps them: a resume on another replica gets exactly
+/// the updates after its cursor, from the stream.
+#[tokio::test]
+async fn a_task_over_by_its_first_write_keeps_its_events_only_when_someone_saw_them() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(2, &redis.url(), &[]);
+    let on_a = resumer(&fleet[A], Binding::Grpc).await;
+
+    let quiet = on_a.send(send("hello")).await.unwrap();
+    let Some(send_message_response::Payload::Task(quiet)) = quiet.payload else { panic!("a task") };
+    assert_eq!(state(&quiet), TaskState::Completed);
+    let on_b = resumer(&fleet[B], Binding::Grpc).await.with_header("a2a-last-generation", "1");
+    let (items, failure) = on_b.subscribe(&quiet.id).await.unwrap().finish().await;
+    assert!(failure.is_none(), "{failure:?}");
+    let Some(Payload::Task(task)) = &items[0].payload else { panic!("the Task first: {:?}", items[0]) };
+    assert_eq!((state(task), task.generation, items.len()), (TaskState::Completed, quiet.generation, 1));
+    assert_eq!(resumes(&fleet[B], "task").await, 1.0);
+
+    let (seen, failure) = on_a.send_streaming(send("hello")).await.unwrap().finish().await;
+    assert!(failure.is_none(), "{failure:?}");
+    let last = seen.last().map(item_generation).expect("items");
+    let id = match &seen[0].payload {
+        Some(Payload::Task(task)) => task.id.clone(),
+        Some(Payload::StatusUpdate(update)) => update.task_id.clone(),
+        other => panic!("a first item naming the task: {other:?}"),
+    };
+    let on_b = resumer(&fleet[B], Binding::Grpc).await.with_header("a2a-last-generation", "1");
+    let (rest, failure) = on_b.subscribe(&id).await.unwrap().finish().await;
+    assert!(failure.is_none(), "{failure:?}");
+    assert!(!matches!(rest[0].payload, Some(Payload::Task(_))), "no Task first: {:?}", rest[0]);
+    assert_eq!(rest.iter().map(item_generation).collect::<Vec<_>>(), (2..=last).collect::<Vec<_>>());
+    assert_eq!(resumes(&fleet[B], "stream").await, 1.0);
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use a2a_server::fleet::{FleetSettings, RedisFleet};
 use a2a_server::proto::{Task, TaskState};
-use a2a_server::task::fleet::Fleet;
+use a2a_server::task::fleet::{Fleet, WriteHints};
 use a2a_server::task::store::redis::{EventBatch, Fenced, StreamBounds, Timeouts};
 use a2a_server::task::store::{
     MemoryStore, RedisOptions, RedisStore, Retention, StoreUrl, TaskQuery, TaskStore,
@@ -180,9 +180,9 @@ async fn the_fleet_writes_the_rest_of_a_batch_that_landed_in_part() {
     let alice = owner("alice");
     let events =
         |seqs: std::ops::RangeInclusive<u64>| seqs.map(|s| Bytes::from(format!("event {s}"))).collect();
-    assert!(fleet.append(&alice, &task_at(3), 1, events(1..=3), true, true).await.unwrap());
+    assert!(fleet.append(&alice, &task_at(3), 1, events(1..=3), hints(true)).await.unwrap());
     // Its reply was lost, and the retry carries the events that came meanwhile.
-    assert!(fleet.append(&alice, &task_at(5), 1, events(1..=5), true, false).await.unwrap(), "not fenced");
+    assert!(fleet.append(&alice, &task_at(5), 1, events(1..=5), hints(false)).await.unwrap(), "not fenced");
     let (_, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
     assert_eq!(seq, 5);
     let EventBatch::Events(stored) = store.read_events("t", 0, None, 100).await.unwrap() else {
@@ -380,12 +380,42 @@ async fn retention_on_the_write_path(url: &str) {
     assert!(store.get(&alice, "b000").await.unwrap().is_none());
 }
 
+/// A reindexing write's hints: a first try or a retry; its events watched.
+fn hints(first_try: bool) -> WriteHints {
+    WriteHints { reindex: true, first_try, unwatched: false }
+}
+
+#[tokio::test]
+async fn a_born_finished_task_nobody_watched_is_stored_without_its_events() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = Arc::new(redis_store(&server.url(), Retention::default(), Timeouts::default()).await);
+    let fleet = RedisFleet::new(store.clone(), FleetSettings::new("r".into(), Duration::from_secs(10)));
+    let alice = owner("alice");
+    let done = task("quiet", "ctx", TaskState::Completed, 7);
+    let events = vec![Bytes::from_static(b"working"), Bytes::from_static(b"completed")];
+    let unwatched = WriteHints { unwatched: true, ..hints(true) };
+    assert!(fleet.append(&alice, &done, 2, events.clone(), unwatched).await.unwrap());
+    let (_, seq) = store.snapshot(&alice, "quiet").await.unwrap().unwrap();
+    assert_eq!(seq, 3, "the Task says how far it went");
+    // No stream: a resume from before the end finds nothing after it and gets the Task first.
+    assert_eq!(store.read_events("quiet", 1, None, 10).await.unwrap(), EventBatch::Events(vec![]));
+    // A retry (its reply lost) is fenced by the seq, and writes no event either.
+    assert!(
+        fleet.append(&alice, &done, 2, events, WriteHints { first_try: false, ..unwatched }).await.unwrap()
+    );
+    assert_eq!(store.read_events("quiet", 1, None, 10).await.unwrap(), EventBatch::Events(vec![]));
+    let page = store.list(&alice, &TaskQuery { page_size: 10, ..TaskQuery::default() }).await.unwrap();
+    assert_eq!(page.tasks.len(), 1, "indexed");
+}
+
 /// A finished task's first write, by the script or (odd `i`, on a node) the born-finished
 /// `MULTI`.
 async fn write(store: &RedisStore, done: &Task, event: Bytes, i: i64) {
     let alice = owner("alice");
     if i % 2 == 1 && !store.is_cluster() {
-        store.write_born_finished(&alice, done, 2, &[event], BOUNDS).await.unwrap();
+        // Some without their events (nobody watched), where the bytes allow.
+        let unwatched = i % 4 == 1 && event.len() < 10;
+        store.write_born_finished(&alice, done, 2, &[event], BOUNDS, unwatched).await.unwrap();
     } else {
         store.append(&alice, done, 2, event, BOUNDS, None).await.unwrap().unwrap();
     }
@@ -399,9 +429,9 @@ async fn a_born_finished_task_is_one_step_and_a_retry_of_it_counts_once() {
     let alice = owner("alice");
     let done = task("born", "ctx", TaskState::Completed, 7);
     let events = vec![Bytes::from_static(b"working"), Bytes::from_static(b"completed")];
-    assert!(fleet.append(&alice, &done, 2, events.clone(), true, true).await.unwrap());
+    assert!(fleet.append(&alice, &done, 2, events.clone(), hints(true)).await.unwrap());
     // Its reply was lost: the retry goes through the fenced script, which finds it written.
-    assert!(fleet.append(&alice, &done, 2, events, true, false).await.unwrap());
+    assert!(fleet.append(&alice, &done, 2, events, hints(false)).await.unwrap());
 
     let (stored, seq) = store.snapshot(&alice, "born").await.unwrap().unwrap();
     assert_eq!((stored.id.as_str(), seq), ("born", 3), "the Task and its seq in one hash");

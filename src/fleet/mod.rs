@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents};
+use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents, WriteHints};
 use crate::task::handle::Subscription;
 use crate::task::log::{EventLog, SubscriberCount};
 use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
@@ -176,17 +176,18 @@ impl Fleet for RedisFleet {
         task: &Task,
         first_seq: u64,
         events: Vec<Bytes>,
-        reindex: bool,
-        first_try: bool,
+        hints: WriteHints,
     ) -> Result<bool, A2aError> {
+        let reindex = hints.reindex;
         let inner = &self.0;
         // A new task that is over by its first write was never visible to anyone else (its id
         // is fresh and its caller waits for this write): it needs no lease, and the script's
         // seq check still refuses any other writer.
         let unowned_finish = first_seq <= 2 && is_terminal(state_of(task.status.as_ref()));
         // Its first try needs no script at all (`born_finished.rs`); a retry is fenced.
-        if unowned_finish && first_try && !events.is_empty() && !inner.store.is_cluster() {
-            inner.store.write_born_finished(owner, task, first_seq, &events, inner.bounds()).await?;
+        if unowned_finish && hints.first_try && !events.is_empty() && !inner.store.is_cluster() {
+            let bounds = inner.bounds();
+            inner.store.write_born_finished(owner, task, first_seq, &events, bounds, hints.unwatched).await?;
             return Ok(true);
         }
         if !unowned_finish && !inner.holds(&task.id) && !inner.claim(&task.id).await? {

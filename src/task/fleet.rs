@@ -41,6 +41,19 @@ pub enum Forwarded {
     Started(Result<Started, A2aError>),
 }
 
+/// What the actor knows about a write ([`Fleet::append`]) beyond its events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteHints {
+    /// The status changed: the task moves to its new place in ListTasks.
+    pub reindex: bool,
+    /// No earlier try of these events failed, so none of them can have landed unanswered.
+    pub first_try: bool,
+    /// Nobody can see these events but through the Task they produced: no subscriber, no
+    /// caller following the turn, no webhook. A task finished by such a first write needs no
+    /// event stream (a resume from before its end gets the Task first, resume.md §4.4).
+    pub unwatched: bool,
+}
+
 /// The fleet, as a task sees it. Every method is about one task; `Ok(None)` always means "not
 /// where you thought: look the task up again" (it finished, hibernated or moved meanwhile).
 #[async_trait]
@@ -62,17 +75,16 @@ pub trait Fleet: Send + Sync + 'static {
 
     /// Writes `events` (encoded, numbered from `first_seq`) and `task`, the Task after them, in
     /// one atomic step, so that a reader on any replica joins exactly; with `reindex`, also
-    /// moves the task to its new place in ListTasks (its status changed). `first_try`: no
-    /// earlier try of these events failed (so none can have landed unanswered). `Ok(false)`:
-    /// this replica no longer owns the task (its lease went to another); the actor must stop.
+    /// [`WriteHints`] say what else the write must do and which cheaper paths are sound.
+    /// `Ok(false)`: this replica no longer owns the task (its lease went to another); the
+    /// actor must stop.
     async fn append(
         &self,
         owner: &Owner,
         task: &Task,
         first_seq: u64,
         events: Vec<Bytes>,
-        reindex: bool,
-        first_try: bool,
+        hints: WriteHints,
     ) -> Result<bool, A2aError>;
 
     /// Follows a task owned by another replica (or by none): the Task, then every event after

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::fleet::Fleet;
+use super::fleet::{Fleet, WriteHints};
 use super::handle::{Started, Subscription};
 use super::log::TaskEvent;
 use crate::call::Owner;
@@ -163,22 +163,31 @@ impl Journal {
         self.retry = None;
     }
 
+    /// Whether a held answer follows the task's events (a subscription, a turn): they will
+    /// be seen, so they must be in the stream.
+    pub(super) fn watched(&self) -> bool {
+        self.held.iter().any(|held| matches!(held, Held::Subscription { .. } | Held::Turn { .. }))
+    }
+
     /// Writes the pending events with `task`, the Task after the last of them (and, with
-    /// `reindex`, its place in ListTasks). On a store error the events stay pending, to be
-    /// written with the next flush.
+    /// `reindex`, its place in ListTasks); `unwatched`: nobody outside the journal can see
+    /// them (no feed, no webhook). On a store error the events stay pending, to be written
+    /// with the next flush.
     pub(super) async fn flush(
         &mut self,
         owner: &Owner,
         task: &Task,
         reindex: bool,
+        unwatched: bool,
     ) -> Result<Flushed, A2aError> {
         let Some(first) = self.pending.first() else {
             return Ok(Flushed::Done { written: Vec::new() });
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
-        let first_try = self.retry.is_none();
-        if !self.fleet.append(owner, task, first_seq, events, reindex, first_try).await? {
+        let hints =
+            WriteHints { reindex, first_try: self.retry.is_none(), unwatched: unwatched && !self.watched() };
+        if !self.fleet.append(owner, task, first_seq, events, hints).await? {
             return Ok(Flushed::Lost);
         }
         Ok(Flushed::Done { written: std::mem::take(&mut self.pending) })

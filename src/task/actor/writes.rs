@@ -106,7 +106,9 @@ impl TaskActor {
         let Some(journal) = self.journal.as_mut() else {
             return Some(false);
         };
-        let flushed = journal.flush(&self.handle.owner, &self.task, reindex).await;
+        // Webhooks see every event when push is on; feeds see what the log shows.
+        let unwatched = self.env.observer.is_none() && self.log.feeds() == 0;
+        let flushed = journal.flush(&self.handle.owner, &self.task, reindex, unwatched).await;
         match flushed {
             Ok(Flushed::Done { written }) if written.is_empty() => Some(false),
             Ok(Flushed::Done { written }) => {

@@ -9,6 +9,13 @@
 //! the AOF and replicas. Only a first try takes this path: a retried write (its reply may have
 //! been lost after it landed) goes through `WRITE`, whose seq check finds it written and whose
 //! note is not counted twice.
+//!
+//! When nobody could have seen the events but through the Task (`unwatched`: a blocking
+//! caller, no subscriber, no webhook), they are not written at all: the Task with its `seq`
+//! says all there is, and the task has one key, not two. A resume from a generation before
+//! its end then finds no stream and gets the Task first (resume.md §4.4), as after trimming;
+//! no client can hold such a generation anyway (it saw no event, and the Task's generation is
+//! its last).
 use bytes::Bytes;
 
 use super::fleet::StreamBounds;
@@ -30,6 +37,7 @@ impl RedisStore {
         first_seq: u64,
         events: &[Bytes],
         bounds: StreamBounds,
+        unwatched: bool,
     ) -> Result<(), A2aError> {
         let oid = owner_id(owner);
         let (bytes, _, _, now, ttl) = self.write_args(task, None, &oid);
@@ -40,6 +48,9 @@ impl RedisStore {
         let mut event_bytes = 0;
         for event in events {
             seq += 1;
+            if unwatched {
+                continue;
+            }
             event_bytes += event.len() as u64;
             let id = format!("{seq}-0");
             let max = bounds.max_events.max(1);
@@ -55,7 +66,8 @@ impl RedisStore {
         }
         pipe.cmd("HSET").arg(&task_key).arg("task").arg(&bytes[..]).arg("owner").arg(&oid);
         pipe.arg("seq").arg(seq).arg("bytes").arg(event_bytes).arg("fin").arg(now).ignore();
-        for key in [&task_key, &events_key, &self.keys.push(&task.id)] {
+        let expiring = [&task_key, &self.keys.push(&task.id), &events_key];
+        for key in &expiring[..if unwatched { 2 } else { 3 }] {
             pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
         }
         let place = position(status_nanos(task));
