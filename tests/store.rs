@@ -408,6 +408,77 @@ async fn a_born_finished_task_nobody_watched_is_stored_without_its_events() {
     assert_eq!(page.tasks.len(), 1, "indexed");
 }
 
+/// A context a task opened bears that task's id and gets no index of its own from the
+/// born-finished write; ListTasks of that context still finds the task, merged in order with
+/// the context's later tasks, with totals, pages, cursors and filters as for any context.
+async fn a_context_of_one_task_lists_without_its_own_index(url: &str) {
+    let store = redis_store(url, Retention::default(), Timeouts::default()).await;
+    let alice = owner("alice");
+    let by_context =
+        |page_size: usize| TaskQuery { page_size, context_id: Some("first".into()), ..TaskQuery::default() };
+    let ids = |page: &a2a_server::task::store::TaskPage| {
+        page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>()
+    };
+    // The opener, finished by its first write (the MULTI on a node), at 10 s.
+    write(&store, &task("first", "first", TaskState::Completed, 10), Bytes::from_static(b"e"), 1).await;
+    let page = store.list(&alice, &by_context(10)).await.unwrap();
+    assert_eq!((ids(&page), page.total), (vec!["first".to_owned()], 1));
+    // Two more tasks join the context, one older (5 s) and one newer (20 s) than the opener.
+    for (id, secs) in [("older", 5), ("newer", 20)] {
+        store
+            .append(
+                &alice,
+                &task(id, "first", TaskState::Completed, secs),
+                2,
+                Bytes::from_static(b"e"),
+                BOUNDS,
+                None,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    store.save(&alice, task("elsewhere", "other", TaskState::Completed, 15)).await.unwrap();
+    let page = store.list(&alice, &by_context(10)).await.unwrap();
+    assert_eq!(
+        (ids(&page), page.total),
+        (vec!["newer".into(), "first".into(), "older".into()], 3),
+        "newest first"
+    );
+    // Page by page: the opener sits between the others, cursors included.
+    let mut seen = Vec::new();
+    let mut query = by_context(1);
+    loop {
+        let page = store.list(&alice, &query).await.unwrap();
+        assert_eq!(page.total, 3, "every page counts the opener");
+        seen.extend(ids(&page));
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["newer", "first", "older"]);
+    // Filters apply to it too.
+    let working = TaskQuery { state: Some(TaskState::Working), ..by_context(10) };
+    assert_eq!(store.list(&alice, &working).await.unwrap().total, 0);
+    let completed = TaskQuery { state: Some(TaskState::Completed), ..by_context(10) };
+    assert_eq!(ids(&store.list(&alice, &completed).await.unwrap()), ["newer", "first", "older"]);
+    let since = TaskQuery {
+        status_after: Some(pbjson_types::Timestamp { seconds: 1_700_000_012, nanos: 0 }),
+        ..by_context(10)
+    };
+    assert_eq!(ids(&store.list(&alice, &since).await.unwrap()), ["newer"], "status_after bounds it");
+    let other = TaskQuery { context_id: Some("other".into()), ..by_context(10) };
+    assert_eq!(ids(&store.list(&alice, &other).await.unwrap()), ["elsewhere"], "never in another context");
+    assert_eq!(store.list(&owner("bob"), &by_context(10)).await.unwrap().total, 0, "nor another owner's");
+}
+
+#[tokio::test]
+async fn a_context_of_one_task_lists_without_its_own_index_on_a_node() {
+    let Some(server) = RedisServer::start() else { return };
+    a_context_of_one_task_lists_without_its_own_index(&server.url()).await;
+}
+
 /// A finished task's first write, by the script or (odd `i`, on a node) the born-finished
 /// `MULTI`.
 async fn write(store: &RedisStore, done: &Task, event: Bytes, i: i64) {

@@ -271,8 +271,10 @@ fn begin<'a>(
     core.env.limits.check_first(&task_id, &message)?;
     let reservation = core.env.live.reserve(&owner.principal, &task_id)?;
     let slot = open_slot(&task_id)?;
+    // A context this call opens takes the task's id: one id fewer to mint, and a fleet can
+    // then find a context of one task without an index of its own (docs/FLEET.md).
     let context_id = match message.context_id.as_str() {
-        "" => crate::proto::new_id(),
+        "" => task_id.clone(),
         given => given.to_owned(),
     };
     message.task_id = task_id.clone();

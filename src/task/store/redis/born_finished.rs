@@ -74,8 +74,12 @@ impl RedisStore {
         let context = encode(&task.context_id);
         let entry = format!("{place}:{}", task.id);
         pipe.cmd("ZADD").arg(self.keys.owner_index(&oid)).arg(0).arg(&entry).ignore();
-        let context_key = format!("{}{context}", self.keys.context_index_prefix(&oid));
-        pipe.cmd("ZADD").arg(context_key).arg(0).arg(&entry).ignore();
+        // A context this task opened (its id is the task's) has no index of its own until a
+        // second task joins it: ListTasks finds the first through the meta hash (`list.rs`).
+        if task.context_id != task.id {
+            let context_key = format!("{}{context}", self.keys.context_index_prefix(&oid));
+            pipe.cmd("ZADD").arg(context_key).arg(0).arg(&entry).ignore();
+        }
         let state = state_of(task.status.as_ref()) as i32;
         pipe.cmd("HSET")
             .arg(self.keys.owner_meta(&oid))

@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use super::keys::{at_or_after_bound, index_member, owner_id, parse_member, position};
+use super::keys::{at_or_after_bound, encode, index_member, owner_id, parse_member, position};
 use super::{RedisStore, decode_task, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -35,6 +35,8 @@ impl RedisStore {
             let mut list = scripts::LIST.prepare_invoke();
             list.key(&index).key(self.keys.owner_meta(&oid));
             list.arg(&start).arg(&stop).arg(&state).arg(query.page_size + 1);
+            let context = query.context_id.as_deref().unwrap_or_default();
+            list.arg(context).arg(encode(context));
             let mut conn = self.redis.conn();
             let limit = self.redis.timeouts().command;
             let reply: Vec<Value> = self.redis.run("list", limit, list.invoke_async(&mut conn)).await?;

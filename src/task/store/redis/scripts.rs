@@ -237,30 +237,57 @@ return removed
 });
 
 /// One page of an index and the total. KEYS: index, owner meta. ARGV: page start (ZRANGE
-/// BYLEX bound), end bound, state ('' = any), page size + 1. Returns {total, members...}.
+/// BYLEX bound), end bound, state ('' = any), page size + 1, and when listing a context, its
+/// id (raw, as task ids are in members) and its encoding (as in the meta hash). A context a
+/// task opened bears that task's id and may have no index entry for it (`born_finished.rs`):
+/// that task is found through the meta hash and merged in. Returns {total, members...}.
 pub static LIST: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local limit = tonumber(ARGV[4])
-if ARGV[3] == '' then
-  local total = redis.call('ZLEXCOUNT', KEYS[1], '-', ARGV[2])
-  local page = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'LIMIT', 0, limit)
-  table.insert(page, 1, total)
-  return page
-end
 local function matches(member)
+  if ARGV[3] == '' then return true end
   local meta = redis.call('HGET', KEYS[2], string.sub(member, 34))
   return meta and string.sub(meta, 1, #ARGV[3] + 1) == ARGV[3] .. '|'
 end
-local total = 0
-for _, member in ipairs(redis.call('ZRANGE', KEYS[1], '-', ARGV[2], 'BYLEX')) do
-  if matches(member) then total = total + 1 end
+local extra = nil
+if ARGV[5] ~= '' then
+  local meta = redis.call('HGET', KEYS[2], ARGV[5])
+  if meta then
+    local _, _, position, ctx = string.find(meta, '^[^|]*|([^|]*)|(.*)$')
+    local member = position .. ':' .. ARGV[5]
+    if ctx == ARGV[6] and not redis.call('ZSCORE', KEYS[1], member) and matches(member) then
+      extra = member
+    end
+  end
 end
-local page = {total}
-for _, member in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX')) do
-  if #page > limit then break end
-  if matches(member) then table.insert(page, member) end
+local total, page
+if ARGV[3] == '' then
+  total = redis.call('ZLEXCOUNT', KEYS[1], '-', ARGV[2])
+  page = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'LIMIT', 0, limit)
+else
+  total = 0
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], '-', ARGV[2], 'BYLEX')) do
+    if matches(member) then total = total + 1 end
+  end
+  page = {}
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX')) do
+    if #page >= limit then break end
+    if matches(member) then table.insert(page, member) end
+  end
 end
+if extra and (ARGV[2] == '+' or extra < string.sub(ARGV[2], 2)) then
+  total = total + 1
+  if ARGV[1] == '-' or extra > string.sub(ARGV[1], 2) then
+    local at = #page + 1
+    for i, member in ipairs(page) do
+      if extra < member then at = i break end
+    end
+    table.insert(page, at, extra)
+    if #page > limit then table.remove(page) end
+  end
+end
+table.insert(page, 1, total)
 return page
 ",
     )
