@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::handle::{Answer, Command};
+use super::mailbox;
 use crate::agent::{AgentExecutor, EventSink, RequestContext};
 use crate::error::A2aError;
 
@@ -45,7 +46,7 @@ impl Executions {
         id: u64,
         executor: Arc<dyn AgentExecutor>,
         ctx: RequestContext,
-        tx: mpsc::Sender<Command>,
+        tx: mailbox::Sender<Command>,
         answer: Answer,
     ) -> Option<oneshot::Receiver<()>> {
         let (done, ended) = match answer {
@@ -72,6 +73,16 @@ impl Executions {
 
     pub fn is_empty(&self) -> bool {
         self.running.is_empty()
+    }
+
+    /// Frees the lists' memory while nothing runs or waits to be signalled.
+    pub fn release_spare(&mut self) {
+        if self.running.is_empty() {
+            self.running = Vec::new();
+        }
+        if self.ended.is_empty() {
+            self.ended = Vec::new();
+        }
     }
 
     /// Drops every execution (each stops at its current `.await`).
@@ -143,14 +154,14 @@ mod tests {
     /// sent still wait in the actor's queue (it would end without them).
     #[tokio::test]
     async fn a_turn_ends_only_when_the_actor_says_its_events_are_out() {
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, mut rx) = mailbox::channel(4);
         let mut executions = Executions::default();
         let mut ended =
             executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");
         let (id, result) = executions.next_finished().await;
         assert_eq!((id, result.is_ok()), (1, true));
         assert!(
-            matches!(rx.try_recv(), Ok(Command::Agent(event)) if matches!(*event, AgentEvent::Message(_)))
+            matches!(rx.try_recv(), Some(Command::Agent(event)) if matches!(*event, AgentEvent::Message(_)))
         );
         assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Empty), "not over yet");
         executions.signal_ended();
@@ -159,7 +170,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropped_executions_end_their_turns_when_the_actor_says_so() {
-        let (tx, _rx) = mpsc::channel(4);
+        let (tx, _rx) = mailbox::channel(4);
         let mut executions = Executions::default();
         let mut ended =
             executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");

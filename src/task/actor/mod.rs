@@ -13,7 +13,7 @@ mod writes;
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::budget::Budget;
 use super::encoded::{EncodedTask, EncodingCache};
@@ -21,6 +21,7 @@ use super::execution::Executions;
 use super::handle::{Command, Started, Subscription, TaskHandle};
 use super::journal::{Held, Journal};
 use super::log::{EventLog, Feed, TaskEvent};
+use super::mailbox;
 use super::metrics::{TaskMetrics, track_state};
 use super::phase::Phase;
 use super::rules::{self, Change};
@@ -49,7 +50,7 @@ pub(super) struct TaskActor {
     /// The finished task's encoding, made once for the store and a settled caller.
     encoding: EncodingCache,
     handle: TaskHandle,
-    rx: mpsc::Receiver<Command>,
+    rx: mailbox::Receiver<Command>,
     log: Arc<EventLog>,
     executions: Executions,
     next_exec: u64,
@@ -74,7 +75,7 @@ impl TaskActor {
     /// `last_seq + 1`.
     pub(super) fn new(
         env: Arc<TaskEnv>,
-        (handle, rx): (TaskHandle, mpsc::Receiver<Command>),
+        (handle, rx): (TaskHandle, mailbox::Receiver<Command>),
         (task, last_seq): (Arc<Task>, u64),
         executions: Executions,
         phase: Phase,
@@ -127,6 +128,9 @@ impl TaskActor {
                 }
             } else if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
+            }
+            if self.quiet() {
+                self.release_spare();
             }
             let deadline = self.deadline();
             // A fleet task whose unwritten events reached their bound takes nothing more until a
@@ -233,6 +237,14 @@ impl TaskActor {
             && is_interrupted(state_of(self.task.status.as_ref()))
     }
 
+    /// Gives back what a busy turn grew and an idle task does not need (the command queue,
+    /// the executions' and callers' lists): a task may wait for its client a long time.
+    fn release_spare(&mut self) {
+        self.rx.release_spare();
+        self.executions.release_spare();
+        self.settling.shrink_to_fit();
+    }
+
     /// Leaves the registry if nobody follows the task (the store is up to date) or, when
     /// `parking`, even if some do (the server drains: their streams end anyway), once the
     /// parked ledger holds it; otherwise the idle clock starts again. Whether it did.
@@ -264,7 +276,7 @@ impl TaskActor {
     /// Handles every command already queued.
     async fn drain(&mut self) {
         while self.running()
-            && let Ok(command) = self.rx.try_recv()
+            && let Some(command) = self.rx.try_recv()
         {
             self.handle(command).await;
         }
