@@ -100,20 +100,21 @@ impl Executions {
     }
 
     /// Polls every execution; the first that has ended, with its result. Pending (for ever)
-    /// when none runs.
-    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(u64, Result<(), A2aError>)> {
+    /// when none runs. The error comes boxed: the actor keeps the result while it drains the
+    /// execution's events, and an `A2aError` inline took 80 bytes of every actor's future.
+    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(u64, Result<(), Box<A2aError>>)> {
         for i in 0..self.running.len() {
             if let Poll::Ready(result) = self.running[i].future.as_mut().poll(cx) {
                 let finished = self.running.remove(i);
                 self.ended.extend(finished.done);
-                return Poll::Ready((finished.id, result));
+                return Poll::Ready((finished.id, result.map_err(Box::new)));
             }
         }
         Poll::Pending
     }
 
     /// Resolves with the next execution to end.
-    pub async fn next_finished(&mut self) -> (u64, Result<(), A2aError>) {
+    pub async fn next_finished(&mut self) -> (u64, Result<(), Box<A2aError>>) {
         std::future::poll_fn(|cx| self.poll_finished(cx)).await
     }
 }
