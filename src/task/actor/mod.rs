@@ -8,6 +8,7 @@
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
 mod expiry;
+mod log_slot;
 mod turns;
 mod writes;
 
@@ -20,7 +21,7 @@ use super::encoded::{EncodedTask, EncodingCache};
 use super::execution::Executions;
 use super::handle::{Command, Started, Subscription, TaskHandle};
 use super::journal::{Held, Journal};
-use super::log::{EventLog, Feed, TaskEvent};
+use super::log::{Feed, TaskEvent};
 use super::mailbox;
 use super::metrics::{TaskMetrics, track_state};
 use super::phase::Phase;
@@ -29,6 +30,7 @@ use super::{TaskEnv, is_interrupted, is_terminal, state_of};
 use crate::agent::AgentEvent;
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, Task, TaskState, TaskStatus};
+use log_slot::LogSlot;
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
 const ARTIFACT_PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
@@ -51,7 +53,8 @@ pub(super) struct TaskActor {
     encoding: EncodingCache,
     handle: TaskHandle,
     rx: mailbox::Receiver<Command>,
-    log: Arc<EventLog>,
+    /// The event log, once something reads it.
+    log: LogSlot,
     executions: Executions,
     next_exec: u64,
     /// Callers of a blocking SendMessage, with the execution their message started.
@@ -81,10 +84,9 @@ impl TaskActor {
         executions: Executions,
         phase: Phase,
     ) -> Self {
-        let log = EventLog::starting_at(handle.id.clone(), env.log_capacity, env.log_bytes, last_seq);
         Self {
-            budget: Budget::of(&task, env.limits),
-            log: Arc::new(log),
+            budget: Budget::of(&task),
+            log: LogSlot::starting_at(last_seq),
             journal: env.fleet.clone().map(|fleet| Box::new(Journal::new(fleet))),
             message_pending: false,
             task,
@@ -316,10 +318,11 @@ impl TaskActor {
     /// The task now and a feed from its generation; or, for a resuming subscriber whose events
     /// since `after` are all in the log, a feed from `after` (the core then sends no snapshot).
     fn subscription(&self, after: Option<u64>) -> Subscription {
-        let cursor = after.filter(|&after| self.log.holds_after(after)).unwrap_or(self.log.last_seq());
+        let log = self.log.follow(&self.handle.id, &self.env);
+        let cursor = after.filter(|&after| log.holds_after(after)).unwrap_or(log.last_seq());
         Subscription {
             snapshot: self.task.clone(),
-            feed: Feed::new(self.log.clone(), cursor, self.env.subscribers.clone()),
+            feed: Feed::new(log.clone(), cursor, self.env.subscribers.clone()),
         }
     }
 
@@ -350,7 +353,7 @@ impl TaskActor {
             }
             self.begin(*starter);
         }
-        let bytes = match self.budget.event(&self.task, &event) {
+        let bytes = match self.budget.event(self.env.limits, &self.task, &event) {
             Ok(bytes) => bytes,
             Err(limit) => {
                 // The event is not applied; the task fails as its next event, so subscribers

@@ -54,7 +54,7 @@ impl TaskActor {
         if let Err(error) = rules::match_generation(&self.task, if_generation_match, self.message_pending) {
             return reply.send(Err(error));
         }
-        let bytes = match self.budget.message(&self.task, &message) {
+        let bytes = match self.budget.message(self.env.limits, &self.task, &message) {
             Ok(bytes) => bytes,
             Err(error) => return reply.send(Err(error)),
         };
