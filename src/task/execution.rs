@@ -21,8 +21,13 @@ use crate::error::A2aError;
 
 type AgentFuture = Pin<Box<dyn Future<Output = Result<(), A2aError>> + Send>>;
 
+/// An execution's number within its task. 32 bits: ids only tell apart the executions running
+/// or settling at once (they wrap after four billion), and the 8 bytes of a `u64` took the
+/// task actor's future past mimalloc's 512-byte class.
+pub(crate) type ExecId = u32;
+
 struct Running {
-    id: u64,
+    id: ExecId,
     future: AgentFuture,
     /// Dropped once the execution has ended and its events are published: wakes a stream
     /// waiting for its turn to end.
@@ -43,7 +48,7 @@ impl Executions {
     /// ([`Answer::Follow`]) gets a receiver that wakes when the execution ends.
     pub fn start(
         &mut self,
-        id: u64,
+        id: ExecId,
         executor: Arc<dyn AgentExecutor>,
         ctx: RequestContext,
         tx: mailbox::Sender<Command>,
@@ -102,7 +107,7 @@ impl Executions {
     /// Polls every execution; the first that has ended, with its result. Pending (for ever)
     /// when none runs. The error comes boxed: the actor keeps the result while it drains the
     /// execution's events, and an `A2aError` inline took 80 bytes of every actor's future.
-    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(u64, Result<(), Box<A2aError>>)> {
+    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(ExecId, Result<(), Box<A2aError>>)> {
         for i in 0..self.running.len() {
             if let Poll::Ready(result) = self.running[i].future.as_mut().poll(cx) {
                 let finished = self.running.remove(i);
@@ -114,7 +119,7 @@ impl Executions {
     }
 
     /// Resolves with the next execution to end.
-    pub async fn next_finished(&mut self) -> (u64, Result<(), Box<A2aError>>) {
+    pub async fn next_finished(&mut self) -> (ExecId, Result<(), Box<A2aError>>) {
         std::future::poll_fn(|cx| self.poll_finished(cx)).await
     }
 }

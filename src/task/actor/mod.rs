@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use super::budget::Budget;
 use super::encoded::{EncodedTask, EncodingCache};
-use super::execution::Executions;
+use super::execution::{ExecId, Executions};
 use super::handle::{Command, Started, Subscription, TaskHandle};
 use super::journal::{Held, Journal};
 use super::log::{Feed, TaskEvent};
@@ -56,9 +56,9 @@ pub(super) struct TaskActor {
     /// The event log, once something reads it.
     log: LogSlot,
     executions: Executions,
-    next_exec: u64,
+    next_exec: ExecId,
     /// Callers of a blocking SendMessage, with the execution their message started.
-    settling: Vec<(u64, oneshot::Sender<Result<Started, A2aError>>)>,
+    settling: Vec<(ExecId, oneshot::Sender<Result<Started, A2aError>>)>,
     phase: Phase,
     /// How far the store is behind the actor's state.
     dirty: Dirty,
