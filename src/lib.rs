@@ -36,9 +36,9 @@
 //!   answers its callers; `actor/writes.rs` its writes to the store, and in a fleet the
 //!   answers and events that wait for them, kept in `journal.rs`), the pure rules that apply
 //!   an agent's event to a Task (`rules.rs`),
-//!   the handle that reaches an actor (`handle.rs`), its sequenced event log (`log.rs`, the
-//!   fan-out to subscribers), the registry of live tasks, the task metrics, and the task store
-//!   (`store/`: memory, Redis).
+//!   the handle that reaches an actor (`handle.rs`) through its command channel
+//!   (`mailbox.rs`), its sequenced event log (`log.rs`, the fan-out to subscribers), the
+//!   registry of live tasks, the task metrics, and the task store (`store/`: memory, Redis).
 //! - [`fleet`]: several replicas serving as one on Redis, behind the task layer's
 //!   [`task::fleet::Fleet`] trait: leases and the sweep for dead owners (`lease.rs`), one
 //!   follower per task per replica (`mirror.rs`), commands forwarded to a task's owner

@@ -17,7 +17,6 @@ pub mod exec;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::mpsc;
 
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -26,6 +25,7 @@ use crate::proto::{
     TaskStatusUpdateEvent, part,
 };
 use crate::task::handle::Command;
+use crate::task::mailbox;
 
 /// An agent: turns a user message into task events (or one direct reply).
 ///
@@ -203,11 +203,11 @@ impl From<SinkClosed> for A2aError {
 pub struct EventSink {
     task_id: String,
     context_id: String,
-    tx: mpsc::Sender<Command>,
+    tx: mailbox::Sender<Command>,
 }
 
 impl EventSink {
-    pub(crate) fn new(task_id: String, context_id: String, tx: mpsc::Sender<Command>) -> Self {
+    pub(crate) fn new(task_id: String, context_id: String, tx: mailbox::Sender<Command>) -> Self {
         Self { task_id, context_id, tx }
     }
 

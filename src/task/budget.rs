@@ -31,8 +31,7 @@ pub struct TaskLimits {
 impl TaskLimits {
     /// Whether `message` may start a task at all (its first history entry).
     pub fn check_first(&self, task_id: &str, message: &Message) -> Result<(), A2aError> {
-        let budget = Budget { limits: *self, bytes: 0 };
-        budget.check_bytes(task_id, message_cost(message)).map(drop)
+        check_bytes(*self, task_id, message_cost(message)).map(drop)
     }
 }
 
@@ -50,23 +49,23 @@ fn appended_cost(parts: &[Part]) -> usize {
     prost::encoding::message::encoded_len_repeated(ARTIFACT_PARTS_FIELD, parts) + size_of_val(parts)
 }
 
-/// A task's running total against its limits.
+/// A task's running total, checked against the limits (the server's, passed in: not kept in
+/// every live task's actor).
 pub(crate) struct Budget {
-    limits: TaskLimits,
     bytes: usize,
 }
 
 impl Budget {
     /// Measures `task` (once, when its actor starts).
-    pub fn of(task: &Task, limits: TaskLimits) -> Self {
+    pub fn of(task: &Task) -> Self {
         let bytes = task.history.iter().map(message_cost).sum::<usize>()
             + task.artifacts.iter().map(artifact_cost).sum::<usize>();
-        Self { limits, bytes }
+        Self { bytes }
     }
 
     /// The total if `message` joins `task`'s history, or why it may not.
-    pub fn message(&self, task: &Task, message: &Message) -> Result<usize, A2aError> {
-        let max = self.limits.max_history;
+    pub fn message(&self, limits: TaskLimits, task: &Task, message: &Message) -> Result<usize, A2aError> {
+        let max = limits.max_history;
         if max != 0 && task.history.len() >= max {
             return Err(A2aError::limit(
                 LimitKind::TooLarge,
@@ -78,14 +77,14 @@ impl Budget {
                 ),
             ));
         }
-        self.check_bytes(&task.id, self.bytes + message_cost(message))
+        check_bytes(limits, &task.id, self.bytes + message_cost(message))
     }
 
     /// The total once the agent's `event` is applied to `task`, or why the task cannot take it.
-    pub fn event(&self, task: &Task, event: &AgentEvent) -> Result<usize, A2aError> {
+    pub fn event(&self, limits: TaskLimits, task: &Task, event: &AgentEvent) -> Result<usize, A2aError> {
         match event {
             AgentEvent::Status(update) => match update.status.as_ref().and_then(|s| s.message.as_ref()) {
-                Some(message) => self.message(task, message),
+                Some(message) => self.message(limits, task, message),
                 None => Ok(self.bytes),
             },
             AgentEvent::Artifact(update) => {
@@ -97,7 +96,7 @@ impl Budget {
                     Some(old) => self.bytes.saturating_sub(artifact_cost(old)) + artifact_cost(artifact),
                     None => self.bytes + artifact_cost(artifact),
                 };
-                self.check_bytes(&task.id, total)
+                check_bytes(limits, &task.id, total)
             }
             AgentEvent::Message(_) => Ok(self.bytes),
         }
@@ -107,20 +106,19 @@ impl Budget {
     pub fn set(&mut self, bytes: usize) {
         self.bytes = bytes;
     }
+}
 
-    fn check_bytes(&self, task_id: &str, total: usize) -> Result<usize, A2aError> {
-        let max = self.limits.max_bytes;
-        if max != 0 && total > max {
-            return Err(A2aError::limit(
-                LimitKind::TooLarge,
-                "max-task-bytes",
-                format!(
-                    "task {task_id} would hold {total} bytes of history and artifacts; the limit is {max}"
-                ),
-            ));
-        }
-        Ok(total)
+/// `total`, if `limits` allow a task to hold it.
+fn check_bytes(limits: TaskLimits, task_id: &str, total: usize) -> Result<usize, A2aError> {
+    let max = limits.max_bytes;
+    if max != 0 && total > max {
+        return Err(A2aError::limit(
+            LimitKind::TooLarge,
+            "max-task-bytes",
+            format!("task {task_id} would hold {total} bytes of history and artifacts; the limit is {max}"),
+        ));
     }
+    Ok(total)
 }
 
 #[cfg(test)]
@@ -141,13 +139,13 @@ mod tests {
     fn the_running_total_is_what_measuring_the_task_gives() {
         let limits = TaskLimits { max_bytes: 0, max_history: 0 };
         let mut task = std::sync::Arc::new(Task { id: "t".into(), ..Default::default() });
-        let mut budget = Budget::of(&task, limits);
+        let mut budget = Budget::of(&task);
         let events = [chunk("a", "one", false), chunk("a", "two", true), chunk("b", "x", false)];
         for event in events.into_iter().chain([chunk("a", "replaced", false), chunk("b", "y", true)]) {
-            let total = budget.event(&task, &event).unwrap();
+            let total = budget.event(limits, &task, &event).unwrap();
             crate::task::rules::apply(&mut task, true, event).unwrap();
             budget.set(total);
-            assert_eq!(total, Budget::of(&task, limits).bytes, "after {:?}", task.artifacts);
+            assert_eq!(total, Budget::of(&task).bytes, "after {:?}", task.artifacts);
         }
     }
 
@@ -155,13 +153,12 @@ mod tests {
     fn history_and_bytes_are_refused_past_their_limits() {
         let message = Message { parts: vec![text_part("hello")], ..Default::default() };
         let task = Task { id: "t".into(), history: vec![message.clone(); 2], ..Default::default() };
-        let budget = Budget::of(&task, TaskLimits { max_bytes: 0, max_history: 2 });
-        let full = budget.message(&task, &message).unwrap_err();
+        let budget = Budget::of(&task);
+        let full = budget.message(TaskLimits { max_bytes: 0, max_history: 2 }, &task, &message).unwrap_err();
         assert_eq!((full.reason(), full.metadata()["limit"].as_str()), ("PAYLOAD_TOO_LARGE", "max-history"));
 
         let limits = TaskLimits { max_bytes: 3 * message_cost(&message) - 1, max_history: 0 };
-        let budget = Budget::of(&task, limits);
-        let large = budget.message(&task, &message).unwrap_err();
+        let large = budget.message(limits, &task, &message).unwrap_err();
         assert_eq!(large.metadata()["limit"], "max-task-bytes");
         assert!(limits.check_first("t", &message).is_ok());
         let tiny = TaskLimits { max_bytes: 10, max_history: 0 };

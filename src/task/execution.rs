@@ -12,16 +12,22 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::handle::{Answer, Command};
+use super::mailbox;
 use crate::agent::{AgentExecutor, EventSink, RequestContext};
 use crate::error::A2aError;
 
 type AgentFuture = Pin<Box<dyn Future<Output = Result<(), A2aError>> + Send>>;
 
+/// An execution's number within its task. 32 bits: ids only tell apart the executions running
+/// or settling at once (they wrap after four billion), and the 8 bytes of a `u64` took the
+/// task actor's future past mimalloc's 512-byte class.
+pub(crate) type ExecId = u32;
+
 struct Running {
-    id: u64,
+    id: ExecId,
     future: AgentFuture,
     /// Dropped once the execution has ended and its events are published: wakes a stream
     /// waiting for its turn to end.
@@ -42,10 +48,10 @@ impl Executions {
     /// ([`Answer::Follow`]) gets a receiver that wakes when the execution ends.
     pub fn start(
         &mut self,
-        id: u64,
+        id: ExecId,
         executor: Arc<dyn AgentExecutor>,
         ctx: RequestContext,
-        tx: mpsc::Sender<Command>,
+        tx: mailbox::Sender<Command>,
         answer: Answer,
     ) -> Option<oneshot::Receiver<()>> {
         let (done, ended) = match answer {
@@ -74,6 +80,16 @@ impl Executions {
         self.running.is_empty()
     }
 
+    /// Frees the lists' memory while nothing runs or waits to be signalled.
+    pub fn release_spare(&mut self) {
+        if self.running.is_empty() {
+            self.running = Vec::new();
+        }
+        if self.ended.is_empty() {
+            self.ended = Vec::new();
+        }
+    }
+
     /// Drops every execution (each stops at its current `.await`).
     pub fn abort_all(&mut self) {
         let signals = self.running.drain(..).filter_map(|running| running.done);
@@ -89,20 +105,21 @@ impl Executions {
     }
 
     /// Polls every execution; the first that has ended, with its result. Pending (for ever)
-    /// when none runs.
-    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(u64, Result<(), A2aError>)> {
+    /// when none runs. The error comes boxed: the actor keeps the result while it drains the
+    /// execution's events, and an `A2aError` inline took 80 bytes of every actor's future.
+    pub fn poll_finished(&mut self, cx: &mut Context<'_>) -> Poll<(ExecId, Result<(), Box<A2aError>>)> {
         for i in 0..self.running.len() {
             if let Poll::Ready(result) = self.running[i].future.as_mut().poll(cx) {
                 let finished = self.running.remove(i);
                 self.ended.extend(finished.done);
-                return Poll::Ready((finished.id, result));
+                return Poll::Ready((finished.id, result.map_err(Box::new)));
             }
         }
         Poll::Pending
     }
 
     /// Resolves with the next execution to end.
-    pub async fn next_finished(&mut self) -> (u64, Result<(), A2aError>) {
+    pub async fn next_finished(&mut self) -> (ExecId, Result<(), Box<A2aError>>) {
         std::future::poll_fn(|cx| self.poll_finished(cx)).await
     }
 }
@@ -143,14 +160,14 @@ mod tests {
     /// sent still wait in the actor's queue (it would end without them).
     #[tokio::test]
     async fn a_turn_ends_only_when_the_actor_says_its_events_are_out() {
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, mut rx) = mailbox::channel(4);
         let mut executions = Executions::default();
         let mut ended =
             executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");
         let (id, result) = executions.next_finished().await;
         assert_eq!((id, result.is_ok()), (1, true));
         assert!(
-            matches!(rx.try_recv(), Ok(Command::Agent(event)) if matches!(*event, AgentEvent::Message(_)))
+            matches!(rx.try_recv(), Some(Command::Agent(event)) if matches!(*event, AgentEvent::Message(_)))
         );
         assert_eq!(ended.try_recv(), Err(oneshot::error::TryRecvError::Empty), "not over yet");
         executions.signal_ended();
@@ -159,7 +176,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropped_executions_end_their_turns_when_the_actor_says_so() {
-        let (tx, _rx) = mpsc::channel(4);
+        let (tx, _rx) = mailbox::channel(4);
         let mut executions = Executions::default();
         let mut ended =
             executions.start(1, Arc::new(OneEvent), context(), tx, Answer::Follow).expect("a turn");

@@ -2,17 +2,18 @@
 //! handle that sends them, and what subscribing or sending a message gives back.
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::encoded::EncodedTask;
 use super::log::Feed;
+use super::mailbox;
 use crate::agent::AgentEvent;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::{Message, Task};
 
-/// A message to an actor. Large payloads are boxed so that the channel's slots stay small:
-/// an idle task's memory is dominated by its channel.
+/// A message to an actor. Large payloads are boxed so that the queue's slots stay small (a
+/// burst of agent events queues many).
 pub(crate) enum Command {
     Agent(Box<AgentEvent>),
     Subscribe {
@@ -117,7 +118,7 @@ pub enum Started {
 pub struct TaskHandle {
     pub(super) id: Arc<str>,
     pub(super) owner: Arc<Owner>,
-    pub(super) tx: mpsc::Sender<Command>,
+    pub(super) tx: mailbox::Sender<Command>,
 }
 
 impl TaskHandle {
@@ -133,10 +134,9 @@ impl TaskHandle {
 
     /// Sends a command and waits for its reply, or for the actor to be gone.
     ///
-    /// Waiting on the reply alone is not enough: a send that races with the actor's exit can
-    /// land in the channel after the actor dropped its receiver, and such a message (with our
-    /// reply sender inside) is only freed when the last sender goes, which includes ours. So
-    /// the wait also ends when the receiver is closed.
+    /// The wait also ends when the receiver is closed, so a caller never depends on the actor
+    /// answering or dropping a command it took: an actor that stops (hibernates, panics) closes
+    /// its channel, and the command is refused or dropped with its reply sender.
     async fn ask<T>(&self, command: impl FnOnce(oneshot::Sender<T>) -> Command) -> Option<T> {
         let (reply, response) = oneshot::channel();
         self.tx.send(command(reply)).await.ok()?;
@@ -192,7 +192,7 @@ mod tests {
 
     #[tokio::test]
     async fn asking_an_actor_that_is_gone_ends_even_if_its_reply_sender_lives_on() {
-        let (tx, mut rx) = mpsc::channel(4);
+        let (tx, mut rx) = mailbox::channel(4);
         let handle = TaskHandle { id: "t".into(), owner: Arc::new(Owner::default()), tx };
         // An "actor" that takes the command, keeps the reply sender alive elsewhere (as a
         // message stranded in a closed channel would), and exits.

@@ -81,8 +81,9 @@ struct Ring {
     /// Set after the final event: readers that reach the end stop.
     closed: bool,
     /// Why the log closed early, if it did: readers that reach the end get this instead of an
-    /// ordinary end (a follower that lost its source, an owner that lost its lease).
-    error: Option<A2aError>,
+    /// ordinary end (a follower that lost its source, an owner that lost its lease). Boxed:
+    /// rare, and every live task has a log (80 bytes inline).
+    error: Option<Box<A2aError>>,
 }
 
 /// A bounded, sequenced, append-only (by the actor) event log shared with subscribers.
@@ -210,7 +211,7 @@ impl EventLog {
                 return;
             }
             ring.closed = true;
-            ring.error = Some(error);
+            ring.error = Some(Box::new(error));
         }
         self.appended.notify_waiters();
     }
@@ -252,7 +253,7 @@ impl EventLog {
             && batch.is_empty()
             && let Some(error) = &ring.error
         {
-            return Err(error.clone());
+            return Err(A2aError::clone(error));
         }
         Ok((batch, ring.closed && at_end && ring.error.is_none()))
     }

@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod handle;
 mod journal;
 pub mod log;
+pub(crate) mod mailbox;
 mod metrics;
 pub mod parked;
 mod phase;

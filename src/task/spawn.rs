@@ -6,11 +6,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::actor::TaskActor;
 use super::execution::Executions;
 use super::handle::{Answer, Reply, Started, TaskHandle};
+use super::mailbox;
 use super::metrics::{TaskMetrics, track_state};
 use super::phase::{Phase, Starter};
 use super::quota::Reservation;
@@ -35,7 +36,7 @@ pub fn start_task(
     answer: Answer,
     slot: Reservation,
 ) -> StartingTask {
-    let (tx, rx) = mpsc::channel(env.channel_capacity);
+    let (tx, rx) = mailbox::channel(env.channel_capacity);
     let (to, reply) = oneshot::channel();
     let task = ctx.task.clone();
     let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
@@ -83,7 +84,7 @@ impl StartingTask {
 pub fn revive(env: &Arc<TaskEnv>, owner: Owner, task: Arc<Task>, seq: u64) -> TaskHandle {
     env.registry.get_or_insert_with(&task.id.clone(), || {
         env.live.count(&owner.principal, &task.id);
-        let (tx, rx) = mpsc::channel(env.channel_capacity);
+        let (tx, rx) = mailbox::channel(env.channel_capacity);
         let handle = TaskHandle { id: task.id.as_str().into(), owner: Arc::new(owner), tx };
         let state = state_of(task.status.as_ref());
         let actor = TaskActor::new(

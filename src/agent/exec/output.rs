@@ -274,7 +274,7 @@ mod tests {
     use crate::agent::AgentEvent;
     use crate::proto::{TaskArtifactUpdateEvent, part};
     use crate::task::handle::Command;
-    use tokio::sync::mpsc;
+    use crate::task::mailbox;
 
     async fn pieces(input: &[u8], max: usize) -> Vec<Piece> {
         let mut reader = LineReader::new(input, max);
@@ -314,9 +314,9 @@ mod tests {
         assert_eq!(pieces(b"\xff\n", 8).await, [piece("\u{fffd}", true, End::Newline)]);
     }
 
-    fn artifact_events(rx: &mut mpsc::Receiver<Command>) -> Vec<TaskArtifactUpdateEvent> {
+    fn artifact_events(rx: &mut mailbox::Receiver<Command>) -> Vec<TaskArtifactUpdateEvent> {
         let mut events = Vec::new();
-        while let Ok(command) = rx.try_recv() {
+        while let Some(command) = rx.try_recv() {
             if let Command::Agent(event) = command
                 && let AgentEvent::Artifact(update) = *event
             {
@@ -335,7 +335,7 @@ mod tests {
 
     #[tokio::test]
     async fn streams_everything_but_stores_a_bounded_window() {
-        let (tx, mut rx) = mpsc::channel(1024);
+        let (tx, mut rx) = mailbox::channel(1024);
         let sink = EventSink::new("t".into(), "c".into(), tx);
         let mut artifact = StdoutArtifact::new(2 * CHUNK_BYTES);
         let line = "x".repeat(CHUNK_BYTES - 1) + "\n";
@@ -371,7 +371,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_output_means_no_artifact() {
-        let (tx, mut rx) = mpsc::channel(8);
+        let (tx, mut rx) = mailbox::channel(8);
         let sink = EventSink::new("t".into(), "c".into(), tx);
         StdoutArtifact::new(100).finish(&sink).await.unwrap();
         assert!(artifact_events(&mut rx).is_empty());

@@ -8,19 +8,21 @@
 //! the subscriber gets the Task first and then exactly the events after it, with no lock, gap
 //! or duplicate.
 mod expiry;
+mod log_slot;
 mod turns;
 mod writes;
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::budget::Budget;
 use super::encoded::{EncodedTask, EncodingCache};
-use super::execution::Executions;
+use super::execution::{ExecId, Executions};
 use super::handle::{Command, Started, Subscription, TaskHandle};
 use super::journal::{Held, Journal};
-use super::log::{EventLog, Feed, TaskEvent};
+use super::log::{Feed, TaskEvent};
+use super::mailbox;
 use super::metrics::{TaskMetrics, track_state};
 use super::phase::Phase;
 use super::rules::{self, Change};
@@ -28,6 +30,7 @@ use super::{TaskEnv, is_interrupted, is_terminal, state_of};
 use crate::agent::AgentEvent;
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, Task, TaskState, TaskStatus};
+use log_slot::LogSlot;
 
 /// Artifact-only changes reach the store at most this late (state changes at once).
 const ARTIFACT_PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
@@ -49,19 +52,21 @@ pub(super) struct TaskActor {
     /// The finished task's encoding, made once for the store and a settled caller.
     encoding: EncodingCache,
     handle: TaskHandle,
-    rx: mpsc::Receiver<Command>,
-    log: Arc<EventLog>,
+    rx: mailbox::Receiver<Command>,
+    /// The event log, once something reads it.
+    log: LogSlot,
     executions: Executions,
-    next_exec: u64,
+    next_exec: ExecId,
     /// Callers of a blocking SendMessage, with the execution their message started.
-    settling: Vec<(u64, oneshot::Sender<Result<Started, A2aError>>)>,
+    settling: Vec<(ExecId, oneshot::Sender<Result<Started, A2aError>>)>,
     phase: Phase,
     /// How far the store is behind the actor's state.
     dirty: Dirty,
     /// When the actor last had something to do, for the idle timeout.
     last_active: tokio::time::Instant,
-    /// In a fleet: the events the shared store has not seen yet.
-    journal: Option<Journal>,
+    /// In a fleet: the events the shared store has not seen yet. Boxed: a single server's
+    /// tasks have none, and the actor is part of every live task (112 bytes inline).
+    journal: Option<Box<Journal>>,
     /// A follow-up was accepted and nothing published since (see `rules::match_generation`).
     message_pending: bool,
     /// What the task holds, against what it may hold.
@@ -74,16 +79,15 @@ impl TaskActor {
     /// `last_seq + 1`.
     pub(super) fn new(
         env: Arc<TaskEnv>,
-        (handle, rx): (TaskHandle, mpsc::Receiver<Command>),
+        (handle, rx): (TaskHandle, mailbox::Receiver<Command>),
         (task, last_seq): (Arc<Task>, u64),
         executions: Executions,
         phase: Phase,
     ) -> Self {
-        let log = EventLog::starting_at(handle.id.clone(), env.log_capacity, env.log_bytes, last_seq);
         Self {
-            budget: Budget::of(&task, env.limits),
-            log: Arc::new(log),
-            journal: env.fleet.clone().map(Journal::new),
+            budget: Budget::of(&task),
+            log: LogSlot::starting_at(last_seq),
+            journal: env.fleet.clone().map(|fleet| Box::new(Journal::new(fleet))),
             message_pending: false,
             task,
             encoding: EncodingCache::default(),
@@ -128,10 +132,13 @@ impl TaskActor {
             } else if self.dirty == Dirty::State && self.rx.is_empty() {
                 self.persist().await;
             }
+            if self.quiet() {
+                self.release_spare();
+            }
             let deadline = self.deadline();
             // A fleet task whose unwritten events reached their bound takes nothing more until a
             // write succeeds: its agent waits on the bounded channel.
-            let open = !self.journal.as_ref().is_some_and(Journal::is_full);
+            let open = !self.journal.as_deref().is_some_and(Journal::is_full);
             tokio::select! {
                 biased;
                 command = self.rx.recv(), if open => match command {
@@ -144,7 +151,7 @@ impl TaskActor {
                 (exec, result) = self.executions.next_finished(), if open => {
                     // Whatever the execution sent before it returned is applied first.
                     self.drain().await;
-                    self.on_execution_finished(exec, result);
+                    self.on_execution_finished(exec, result.map_err(|error| *error));
                     self.last_active = tokio::time::Instant::now();
                 }
                 _ = sleep_until(deadline) => {
@@ -211,7 +218,7 @@ impl TaskActor {
     /// When the actor must wake without a command: to persist artifact changes, to see
     /// whether it may hibernate, or to expire a task that waited too long for input.
     fn deadline(&self) -> Option<tokio::time::Instant> {
-        if let Some(retry) = self.journal.as_ref().and_then(Journal::retry_at) {
+        if let Some(retry) = self.journal.as_deref().and_then(Journal::retry_at) {
             return Some(retry);
         }
         let own = match self.dirty {
@@ -231,6 +238,14 @@ impl TaskActor {
             && self.executions.is_empty()
             && self.settling.is_empty()
             && is_interrupted(state_of(self.task.status.as_ref()))
+    }
+
+    /// Gives back what a busy turn grew and an idle task does not need (the command queue,
+    /// the executions' and callers' lists): a task may wait for its client a long time.
+    fn release_spare(&mut self) {
+        self.rx.release_spare();
+        self.executions.release_spare();
+        self.settling.shrink_to_fit();
     }
 
     /// Leaves the registry if nobody follows the task (the store is up to date) or, when
@@ -264,7 +279,7 @@ impl TaskActor {
     /// Handles every command already queued.
     async fn drain(&mut self) {
         while self.running()
-            && let Ok(command) = self.rx.try_recv()
+            && let Some(command) = self.rx.try_recv()
         {
             self.handle(command).await;
         }
@@ -275,8 +290,13 @@ impl TaskActor {
             Command::Agent(event) => self.on_agent_event(*event),
             Command::Subscribe { after, reply } => self.deliver(Held::Subscription { after, reply }),
             Command::Park => {
-                self.persist().await;
-                self.hibernate(true).await;
+                // Rare (a fleet replica draining): boxed, so that every actor's future does not
+                // keep room for a write and a hibernation for its whole life.
+                Box::pin(async {
+                    self.persist().await;
+                    self.hibernate(true).await;
+                })
+                .await
             }
             Command::Snapshot { reply } => {
                 let task = self.task.clone();
@@ -298,10 +318,11 @@ impl TaskActor {
     /// The task now and a feed from its generation; or, for a resuming subscriber whose events
     /// since `after` are all in the log, a feed from `after` (the core then sends no snapshot).
     fn subscription(&self, after: Option<u64>) -> Subscription {
-        let cursor = after.filter(|&after| self.log.holds_after(after)).unwrap_or(self.log.last_seq());
+        let log = self.log.follow(&self.handle.id, &self.env);
+        let cursor = after.filter(|&after| log.holds_after(after)).unwrap_or(log.last_seq());
         Subscription {
             snapshot: self.task.clone(),
-            feed: Feed::new(self.log.clone(), cursor, self.env.subscribers.clone()),
+            feed: Feed::new(log.clone(), cursor, self.env.subscribers.clone()),
         }
     }
 
@@ -332,7 +353,7 @@ impl TaskActor {
             }
             self.begin(*starter);
         }
-        let bytes = match self.budget.event(&self.task, &event) {
+        let bytes = match self.budget.event(self.env.limits, &self.task, &event) {
             Ok(bytes) => bytes,
             Err(limit) => {
                 // The event is not applied; the task fails as its next event, so subscribers
@@ -432,15 +453,32 @@ impl TaskActor {
 
     /// The number of the task's newest event, shown or (in a fleet) not yet written.
     fn last_seq(&self) -> u64 {
-        self.journal.as_ref().and_then(Journal::last_seq).unwrap_or_else(|| self.log.last_seq())
+        self.journal.as_deref().and_then(Journal::last_seq).unwrap_or_else(|| self.log.last_seq())
     }
 }
 
 /// Resolves at `deadline`; never without one.
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+fn sleep_until(deadline: Option<tokio::time::Instant>) -> Deadline {
+    Deadline { sleep: deadline.map(tokio::time::sleep_until) }
+}
+
+pin_project_lite::pin_project! {
+    /// [`sleep_until`]'s future: the timer alone (an `async fn` kept the deadline beside it,
+    /// 24 bytes more in the actor's future, which waits on it while idle).
+    struct Deadline {
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+    }
+}
+
+impl Future for Deadline {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.project().sleep.as_pin_mut() {
+            Some(sleep) => sleep.poll(cx),
+            None => std::task::Poll::Pending,
+        }
     }
 }
 

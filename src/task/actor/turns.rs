@@ -8,6 +8,7 @@ use crate::agent::RequestContext;
 use crate::error::A2aError;
 use crate::proto::TaskState;
 use crate::task::encoded::EncodedTask;
+use crate::task::execution::ExecId;
 use crate::task::handle::{Answer, FollowUp, Reply, Started};
 use crate::task::journal::Held;
 use crate::task::metrics::{TaskMetrics, track_state};
@@ -42,7 +43,7 @@ impl TaskActor {
 
     /// Tells the sender of execution `exec`'s message how to follow its turn, or keeps them
     /// until the turn settles.
-    pub(super) fn answer(&mut self, exec: u64, reply: Reply, done: Option<oneshot::Receiver<()>>) {
+    pub(super) fn answer(&mut self, exec: ExecId, reply: Reply, done: Option<oneshot::Receiver<()>>) {
         match (reply.answer, done) {
             (Answer::Follow, Some(done)) => self.deliver(Held::Turn { reply: reply.to, done }),
             _ => self.settling.push((exec, reply.to)),
@@ -54,7 +55,7 @@ impl TaskActor {
         if let Err(error) = rules::match_generation(&self.task, if_generation_match, self.message_pending) {
             return reply.send(Err(error));
         }
-        let bytes = match self.budget.message(&self.task, &message) {
+        let bytes = match self.budget.message(self.env.limits, &self.task, &message) {
             Ok(bytes) => bytes,
             Err(error) => return reply.send(Err(error)),
         };
@@ -77,13 +78,13 @@ impl TaskActor {
             accepted_output_modes,
         };
         let exec = self.next_exec;
-        self.next_exec += 1;
+        self.next_exec = self.next_exec.wrapping_add(1);
         let (executor, tx) = (self.env.executor.clone(), self.handle.tx.clone());
         let done = self.executions.start(exec, executor, ctx, tx, reply.answer);
         self.answer(exec, reply, done);
     }
 
-    pub(super) fn on_execution_finished(&mut self, exec: u64, result: Result<(), A2aError>) {
+    pub(super) fn on_execution_finished(&mut self, exec: ExecId, result: Result<(), A2aError>) {
         if let Some(starter) = self.take_starter() {
             // The execution ended before its first event: there is no task.
             let error = result.err().unwrap_or_else(|| {

@@ -14,7 +14,7 @@ use crate::task::phase::Phase;
 impl TaskActor {
     /// Whether the store holds the task exactly as the actor has it.
     pub(super) fn in_sync(&self) -> bool {
-        self.dirty == Dirty::Clean && self.journal.as_ref().is_none_or(Journal::is_empty)
+        self.dirty == Dirty::Clean && self.journal.as_deref().is_none_or(Journal::is_empty)
     }
 
     /// Sends an answer to a caller: at once, or in a fleet once the store has what it says.
@@ -67,7 +67,7 @@ impl TaskActor {
         }
         if self.in_sync() {
             self.answer_held(Ok(()));
-        } else if self.journal.as_ref().is_some_and(Journal::failing_too_long) {
+        } else if self.journal.as_deref().is_some_and(Journal::failing_too_long) {
             let error = not_stored(&self.task.id);
             self.answer_held(Err(error));
         }
@@ -156,11 +156,11 @@ impl TaskActor {
             if matches!(self.phase, Phase::Lost) {
                 return false;
             }
-            if self.journal.as_ref().is_some_and(Journal::failing_too_long) {
+            if self.journal.as_deref().is_some_and(Journal::failing_too_long) {
                 let error = not_stored(&self.task.id);
                 self.answer_held(Err(error));
             }
-            let retry = self.journal.as_ref().and_then(Journal::retry_at);
+            let retry = self.journal.as_deref().and_then(Journal::retry_at);
             tokio::select! {
                 Some(command) = self.rx.recv() => self.refuse(command),
                 _ = sleep_until(retry) => {}
