@@ -77,8 +77,7 @@ impl RedisStore {
         // A context this task opened (its id is the task's) has no index of its own until a
         // second task joins it: ListTasks finds the first through the meta hash (`list.rs`).
         if task.context_id != task.id {
-            let context_key = format!("{}{context}", self.keys.context_index_prefix(&oid));
-            pipe.cmd("ZADD").arg(context_key).arg(0).arg(&entry).ignore();
+            pipe.cmd("ZADD").arg(self.keys.context_index(&oid, &task.context_id)).arg(0).arg(&entry).ignore();
         }
         let state = state_of(task.status.as_ref()) as i32;
         pipe.cmd("HSET")
