@@ -103,6 +103,10 @@
 //!   `fleet/mod.rs` `append`), retention's note and background evictor
 //!   `task/store/redis/retention.rs`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
 //!   and prove with `tests/store.rs` and `tests/fleet_faults.rs`.
+//! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a
+//!   piece's hash tag is chosen, `task/store/redis/keys.rs` ("Shards"); ListTasks' merge of the
+//!   pieces `task/store/redis/list.rs`; the fleet-wide evictor `task/store/redis/retention.rs`;
+//!   prove balance with `tests/store/cluster.rs`, measure with `a2a-bench --redis-cluster`.
 //! - **Bound what a client that does not read can pin**: `server/send_budget.rs` (the
 //!   budgets and the refusal in each binding's form) and `server/send_watch.rs` (the send
 //!   timeout); proved by `tests/attacks/memory.rs` against the release build.

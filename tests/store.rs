@@ -1,5 +1,7 @@
 //! The task stores: one suite over the memory store, Redis and a Redis Cluster, then the fleet
 //! primitives only Redis has (append, exact join, trimming, blocking reads, leases, outages).
+#[path = "store/cluster.rs"]
+mod cluster;
 #[path = "common/redis.rs"]
 mod redis_server;
 #[path = "store/suite.rs"]
@@ -26,10 +28,20 @@ const BOUND: Duration = Duration::from_secs(10);
 
 /// A store on `url` under a prefix no other test uses.
 async fn redis_store(url: &str, retention: Retention, timeouts: Timeouts) -> RedisStore {
+    redis_store_in(url, retention, timeouts, None).await
+}
+
+/// [`redis_store`] with its owners' indexes and retention set in `shards` pieces.
+async fn redis_store_in(
+    url: &str,
+    retention: Retention,
+    timeouts: Timeouts,
+    shards: Option<usize>,
+) -> RedisStore {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let StoreUrl::Redis(target) = StoreUrl::parse(url).unwrap() else { panic!("{url} is not Redis") };
     let prefix = format!("test{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    RedisStore::connect(target, RedisOptions { prefix, retention, timeouts }).await.unwrap()
+    RedisStore::connect(target, RedisOptions { prefix, retention, timeouts, shards }).await.unwrap()
 }
 
 #[tokio::test]
@@ -51,10 +63,24 @@ async fn suite_on_redis_cluster() {
     suite_on(cluster.url()).await;
 }
 
+/// Indexes and retention in pieces on a single node: what a cluster does (the merge of the
+/// pieces' pages, the exact fleet-wide limits), with every write path a node has.
+#[tokio::test]
+async fn suite_on_redis_in_pieces() {
+    let Some(server) = RedisServer::start() else { return };
+    suite_in(server.url(), Some(5)).await;
+}
+
 async fn suite_on(url: String) {
+    suite_in(url, None).await;
+}
+
+async fn suite_in(url: String, shards: Option<usize>) {
     suite::run(|retention| {
         let url = url.clone();
-        async move { Arc::new(redis_store(&url, retention, Timeouts::default()).await) as Arc<dyn TaskStore> }
+        async move {
+            Arc::new(redis_store_in(&url, retention, Timeouts::default(), shards).await) as Arc<dyn TaskStore>
+        }
     })
     .await;
 }

@@ -77,6 +77,12 @@ pub struct Config {
     #[arg(long, env = "A2A_REDIS_PREFIX", default_value = "a2a")]
     pub redis_prefix: String,
 
+    /// Pieces each owner's ListTasks index and the retention set are split into, so a Redis
+    /// Cluster spreads them over its nodes (default: 1 on a single node, 16 on a cluster).
+    /// Fixed for a deployment's life, like the prefix.
+    #[arg(long, env = "A2A_REDIS_SHARDS", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub redis_shards: Option<u64>,
+
     /// Milliseconds a replica's ownership of a running task lasts unless renewed (a third of
     /// it, over and over); a replica that dies is replaced within about this much.
     #[arg(long, env = "A2A_LEASE_MS", default_value_t = 10_000,

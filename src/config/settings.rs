@@ -207,6 +207,7 @@ impl Config {
         RedisOptions {
             prefix: self.redis_prefix.clone(),
             retention: self.retention(),
+            shards: self.redis_shards.and_then(|n| usize::try_from(n).ok()),
             ..RedisOptions::default()
         }
     }

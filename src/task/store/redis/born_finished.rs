@@ -73,28 +73,34 @@ impl RedisStore {
         let place = position(status_nanos(task));
         let context = encode(&task.context_id);
         let entry = format!("{place}:{}", task.id);
-        pipe.cmd("ZADD").arg(self.keys.owner_index(&oid)).arg(0).arg(&entry).ignore();
+        let shard = self.keys.owner_shard(&oid, &task.id);
+        pipe.cmd("ZADD").arg(self.keys.owner_index(&shard)).arg(0).arg(&entry).ignore();
         // A context this task opened (its id is the task's) has no index of its own until a
         // second task joins it: ListTasks finds the first through the meta hash (`list.rs`).
         if task.context_id != task.id {
-            pipe.cmd("ZADD").arg(self.keys.context_index(&oid, &task.context_id)).arg(0).arg(&entry).ignore();
+            pipe.cmd("ZADD")
+                .arg(self.keys.context_index(&shard, &task.context_id))
+                .arg(0)
+                .arg(&entry)
+                .ignore();
         }
         let state = state_of(task.status.as_ref()) as i32;
         pipe.cmd("HSET")
-            .arg(self.keys.owner_meta(&oid))
+            .arg(self.keys.owner_meta(&shard))
             .arg(&task.id)
             .arg(format!("{state}|{place}|{context}"));
         pipe.ignore();
         let size = event_bytes + bytes.len() as u64;
         let member = retention::member(size, &place, &context, &oid, &task.id);
-        pipe.cmd("ZADD").arg(self.keys.finished()).arg("NX").arg(now).arg(member).ignore();
-        pipe.cmd("HINCRBY").arg(self.keys.finished_sizes()).arg("#").arg(size);
-        pipe.cmd("ZCARD").arg(self.keys.finished());
+        let finished = self.keys.finished_shard(&task.id);
+        pipe.cmd("ZADD").arg(self.keys.finished(&finished)).arg("NX").arg(now).arg(member).ignore();
+        pipe.cmd("HINCRBY").arg(self.keys.finished_sizes(&finished)).arg("#").arg(size);
+        pipe.cmd("ZCARD").arg(self.keys.finished(&finished));
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         let (bytes, count): (i64, u64) =
             self.redis.run("born_finished", limit, pipe.query_async(&mut conn)).await?;
-        self.retainer.noted(count, bytes);
+        self.retainer.noted(count, bytes, size);
         Ok(())
     }
 }

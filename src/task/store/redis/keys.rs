@@ -1,10 +1,20 @@
 //! Key names and the encodings inside them.
 //!
 //! Every key of one task carries the task id as a hash tag (`{…}`), so a task's keys share a
-//! Redis Cluster slot and one Lua script can touch them all. Every key of one owner's indexes
-//! carries the owner as a hash tag, so one script updates all of an owner's indexes at once.
-//! Task ids, owners and context ids are client-influenced strings: they are percent-encoded
-//! where they form key names, so no value can forge a brace (hash tag) or a separator.
+//! Redis Cluster slot and one Lua script can touch them all. Task ids, owners and context ids
+//! are client-influenced strings: they are percent-encoded where they form key names, so no
+//! value can forge a brace (hash tag) or a separator.
+//!
+//! # Shards
+//! What many tasks share (an owner's ListTasks indexes, the retention set) is split into
+//! `shards` pieces, each under a hash tag of its own ([`Shard`]), and a task's entries go to
+//! the piece its id picks. On a single node there is one piece and the names are the plain
+//! ones (`{o:<owner>}`, `{finished}`). On a cluster, one owner or the fleet's retention would
+//! otherwise be one slot, so one node doing every call's index and retention work: piece `k`
+//! takes the first of `base`, `base~1`, `base~2`, … whose slot lies in the `k`-th of `shards`
+//! equal slot ranges, so the pieces spread over a cluster whose nodes hold equal ranges (what
+//! `redis-cli --cluster create` makes) as evenly as the ranges divide, not by chance. A task's
+//! piece is the range its own slot lies in, so its entries usually sit on its own node.
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::call::Owner;
@@ -24,16 +34,80 @@ pub fn owner_id(owner: &Owner) -> String {
     format!("{}:{}", encode(&owner.tenant), encode(&owner.principal))
 }
 
+/// Redis Cluster's hash slots.
+const SLOTS: usize = 16_384;
+
+/// The hash slot of a key whose hash tag is `tag`, as Redis Cluster computes it.
+fn slot(tag: &str) -> usize {
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS
+}
+
+/// Which of `shards` equal slot ranges `slot` lies in.
+fn range_of(slot: usize, shards: usize) -> usize {
+    slot * shards / SLOTS
+}
+
+/// Candidate tags tried per piece before giving up on its range (each try hits it with
+/// probability 1/shards, so this is never reached in practice; the fallback is still a
+/// distinct, deterministic tag).
+const TRIES_PER_SHARD: usize = 64;
+
+/// The `n`-th tag tried for a piece of `base`: `base` itself first, so a single piece (and
+/// the piece `base` falls in) keeps the plain name.
+fn candidate(base: &str, n: usize) -> String {
+    if n == 0 { base.to_owned() } else { format!("{base}~{n}") }
+}
+
+/// One piece of something many tasks share: the hash tag its keys carry (no braces).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shard(String);
+
+impl Shard {
+    /// The piece of `base` (split in `shards`) that holds the entries of `item` (an encoded
+    /// task or message id): the range `item`'s own slot lies in.
+    fn of(base: &str, shards: usize, item: &str) -> Self {
+        if shards <= 1 {
+            return Self(base.to_owned());
+        }
+        let want = range_of(slot(item), shards);
+        let candidates = (0..shards * TRIES_PER_SHARD).map(|n| candidate(base, n));
+        let found = candidates.into_iter().find(|t| range_of(slot(t), shards) == want);
+        Self(found.unwrap_or_else(|| format!("{base}~r{want}")))
+    }
+
+    /// Every piece of `base`, in range order.
+    fn all(base: &str, shards: usize) -> Vec<Self> {
+        let shards = shards.max(1);
+        let mut found: Vec<Option<String>> = vec![None; shards];
+        let mut left = shards;
+        for tag in (0..shards * TRIES_PER_SHARD).map(|n| candidate(base, n)) {
+            let range = range_of(slot(&tag), shards);
+            if found[range].is_none() {
+                found[range] = Some(tag);
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        let tags = found.into_iter().enumerate();
+        tags.map(|(k, tag)| Self(tag.unwrap_or_else(|| format!("{base}~r{k}")))).collect()
+    }
+}
+
 /// The key names of one deployment (one prefix).
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
+    /// Pieces of each owner's indexes and of the retention set (see the module doc).
+    shards: usize,
 }
 
 impl Keys {
-    /// Keys under `prefix` (validated by the caller: no braces).
-    pub fn new(prefix: &str) -> Self {
-        Self { prefix: prefix.to_owned() }
+    /// Keys under `prefix` (validated by the caller: no braces), shared things in `shards`
+    /// pieces.
+    pub fn new(prefix: &str, shards: usize) -> Self {
+        Self { prefix: prefix.to_owned(), shards: shards.max(1) }
     }
 
     fn task_key(&self, task_id: &str, what: &str) -> String {
@@ -72,31 +146,48 @@ impl Keys {
         format!("{}:live", self.prefix)
     }
 
-    fn owner_key(&self, owner_id: &str, what: &str) -> String {
-        format!("{}:{{o:{owner_id}}}:{what}", self.prefix)
+    /// The piece of the owner's indexes that holds `task_id`'s entries.
+    pub fn owner_shard(&self, owner_id: &str, task_id: &str) -> Shard {
+        Shard::of(&format!("o:{owner_id}"), self.shards, &encode(task_id))
+    }
+
+    /// Every piece of the owner's indexes (ListTasks reads them all).
+    pub fn owner_shards(&self, owner_id: &str) -> Vec<Shard> {
+        Shard::all(&format!("o:{owner_id}"), self.shards)
+    }
+
+    fn shard_key(&self, shard: &Shard, what: &str) -> String {
+        format!("{}:{{{}}}:{what}", self.prefix, shard.0)
     }
 
     /// ZSET (all scores 0, ordered by member) of the owner's tasks: see [`index_member`].
-    pub fn owner_index(&self, owner_id: &str) -> String {
-        self.owner_key(owner_id, "all")
+    pub fn owner_index(&self, shard: &Shard) -> String {
+        self.shard_key(shard, "all")
     }
 
     /// ZSET like [`Keys::owner_index`], only the tasks of one context.
-    pub fn context_index(&self, owner_id: &str, context_id: &str) -> String {
-        self.owner_key(owner_id, &format!("ctx:{}", encode(context_id)))
+    pub fn context_index(&self, shard: &Shard, context_id: &str) -> String {
+        self.shard_key(shard, &format!("ctx:{}", encode(context_id)))
     }
 
     /// HASH task id → `<state>|<position>|<encoded context id>`: where the task sits in the
     /// indexes now, so an update can remove the old entries and a state filter needs no task.
-    pub fn owner_meta(&self, owner_id: &str) -> String {
-        self.owner_key(owner_id, "meta")
+    pub fn owner_meta(&self, shard: &Shard) -> String {
+        self.shard_key(shard, "meta")
+    }
+
+    /// The prefix of the owner's context index keys (the script appends the encoded context).
+    pub fn context_index_prefix(&self, shard: &Shard) -> String {
+        self.shard_key(shard, "ctx:")
     }
 
     /// STRING: what the owner's `messageId` stands for (`SentRecord::encode`), with the
-    /// retention age as its expiry: idempotent SendMessage. In the owner's slot; the message
-    /// id is encoded like every client string in a key.
+    /// retention age as its expiry: idempotent SendMessage. In the owner's piece the message
+    /// id picks; the message id is encoded like every client string in a key.
     pub fn sent(&self, owner_id: &str, message_id: &str) -> String {
-        self.owner_key(owner_id, &format!("sent:{}", encode(message_id)))
+        let message = encode(message_id);
+        let shard = Shard::of(&format!("o:{owner_id}"), self.shards, &message);
+        self.shard_key(&shard, &format!("sent:{message}"))
     }
 
     /// SET of one principal's push configs, `<owner id>/<task id>/<config id>` (ids encoded),
@@ -115,22 +206,27 @@ impl Keys {
         format!("{}:{{parked}}:p:{}", self.prefix, encode(principal))
     }
 
-    /// The prefix of the owner's context index keys (the script appends the encoded context).
-    pub fn context_index_prefix(&self, owner_id: &str) -> String {
-        self.owner_key(owner_id, "ctx:")
+    /// The piece of the retention set that notes `task_id`.
+    pub fn finished_shard(&self, task_id: &str) -> Shard {
+        Shard::of("finished", self.shards, &encode(task_id))
     }
 
-    /// ZSET of `<owner id>/<task id>` scored by finish time (ms): retention by count and age.
-    /// The owner is in the member because the task's own keys may have expired (TTL) by the
-    /// time retention removes its index entries. Tagged, so it shares a slot with
+    /// Every piece of the retention set (the evictor reads them all).
+    pub fn finished_shards(&self) -> Vec<Shard> {
+        Shard::all("finished", self.shards)
+    }
+
+    /// ZSET of finished tasks scored by finish time (ms): retention by count and age
+    /// (`retention.rs` says what a member holds). Shares its piece's slot with
     /// [`Keys::finished_sizes`].
-    pub fn finished(&self) -> String {
-        format!("{}:{{finished}}", self.prefix)
+    pub fn finished(&self, shard: &Shard) -> String {
+        format!("{}:{{{}}}", self.prefix, shard.0)
     }
 
-    /// HASH member → bytes the finished task holds, and `#` → their sum: retention by bytes.
-    pub fn finished_sizes(&self) -> String {
-        format!("{}:{{finished}}:sizes", self.prefix)
+    /// HASH `#` → the bytes the piece's finished tasks hold (and, for members noted before
+    /// they carried their size, member → its bytes): retention by bytes.
+    pub fn finished_sizes(&self, shard: &Shard) -> String {
+        self.shard_key(shard, "sizes")
     }
 }
 
@@ -191,11 +287,51 @@ mod tests {
 
     #[test]
     fn hostile_strings_cannot_forge_tags_or_separators() {
-        let keys = Keys::new("a2a");
+        let keys = Keys::new("a2a", 1);
         assert_eq!(keys.task("x}:{y"), "a2a:{x%7D%3A%7By}:task");
         let owner = Owner { tenant: "t:1".into(), principal: "p/}".into() };
-        assert_eq!(keys.owner_index(&owner_id(&owner)), "a2a:{o:t%3A1:p%2F%7D}:all");
+        let shard = keys.owner_shard(&owner_id(&owner), "x}:{y");
+        assert_eq!(keys.owner_index(&shard), "a2a:{o:t%3A1:p%2F%7D}:all");
         assert_eq!(keys.sent(&owner_id(&owner), "m}:{x"), "a2a:{o:t%3A1:p%2F%7D}:sent:m%7D%3A%7Bx");
         assert!(parse_member("short").is_none());
+    }
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("user1000"), 3443);
+    }
+
+    #[test]
+    fn one_piece_keeps_the_plain_names() {
+        let keys = Keys::new("a2a", 1);
+        assert_eq!(keys.owner_shards("t:p"), [Shard("o:t:p".into())]);
+        assert_eq!(keys.finished(&keys.finished_shard("x")), "a2a:{finished}");
+        assert_eq!(keys.finished_sizes(&keys.finished_shards()[0]), "a2a:{finished}:sizes");
+    }
+
+    #[test]
+    fn pieces_cover_equal_slot_ranges_and_every_task_lands_in_one() {
+        for shards in [2, 3, 16, 64] {
+            let keys = Keys::new("a2a", shards);
+            let all = keys.owner_shards("t:alice");
+            assert_eq!(all.len(), shards);
+            for (k, shard) in all.iter().enumerate() {
+                assert_eq!(range_of(slot(&shard.0), shards), k, "piece {k} of {shards} lies in range {k}");
+            }
+            assert!(all.contains(&Shard("o:t:alice".into())), "the plain name is one of them");
+            let mut per_piece = vec![0usize; shards];
+            for i in 0..shards * 200 {
+                let shard = keys.owner_shard("t:alice", &format!("task-{i}"));
+                per_piece[all.iter().position(|s| *s == shard).expect("one of the pieces")] += 1;
+            }
+            let (min, max) = (per_piece.iter().min().unwrap(), per_piece.iter().max().unwrap());
+            assert!(*min >= 120 && *max <= 280, "{shards} pieces: tasks spread evenly: {per_piece:?}");
+            let fin = keys.finished_shards();
+            assert_eq!(fin.len(), shards);
+            assert!(fin.contains(&keys.finished_shard("task-1")));
+        }
     }
 }

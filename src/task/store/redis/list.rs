@@ -1,8 +1,11 @@
-//! ListTasks from the owner's indexes: one script picks the page's members and counts the
-//! total on the owner's slot; the tasks are then read from their own slots.
+//! ListTasks from the owner's indexes: on each piece of them (`keys.rs`, "Shards"), one script
+//! picks that piece's first members of the page and counts its total, all pieces in one round
+//! trip; the pieces' members are merged in ListTasks order (they are ordered strings, so the
+//! merge is a sort) and the tasks then read from their own slots.
 
 use redis::Value;
 
+use super::conn::Part;
 use super::keys::{at_or_after_bound, encode, index_member, owner_id, parse_member, position};
 use super::{RedisStore, decode_task, scripts};
 use crate::call::Owner;
@@ -17,10 +20,7 @@ impl RedisStore {
     /// A page of `owner`'s tasks, in the ListTasks order, with the memory store's cursors.
     pub(super) async fn list_page(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
         let oid = owner_id(owner);
-        let index = match &query.context_id {
-            Some(context_id) => self.keys.context_index(&oid, context_id),
-            None => self.keys.owner_index(&oid),
-        };
+        let shards = self.keys.owner_shards(&oid);
         let start =
             query.after.as_ref().map(|c| format!("({}", index_member(c))).unwrap_or_else(|| "-".into());
         let stop = query
@@ -29,18 +29,32 @@ impl RedisStore {
             .map(|t| at_or_after_bound(t.seconds as i128 * 1_000_000_000 + t.nanos as i128))
             .unwrap_or_else(|| "+".into());
         let state = query.state.map(|s| (s as i32).to_string()).unwrap_or_default();
+        let context = query.context_id.as_deref().unwrap_or_default();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut list = scripts::LIST.prepare_invoke();
-            list.key(&index).key(self.keys.owner_meta(&oid));
-            list.arg(&start).arg(&stop).arg(&state).arg(query.page_size + 1);
-            let context = query.context_id.as_deref().unwrap_or_default();
-            list.arg(context).arg(encode(context));
-            let mut conn = self.redis.conn();
-            let limit = self.redis.timeouts().command;
-            let reply: Vec<Value> = self.redis.run("list", limit, list.invoke_async(&mut conn)).await?;
-            let (total, members) = parse_list_reply(reply)?;
+            let parts = shards.iter().map(|shard| {
+                let index = match &query.context_id {
+                    Some(context_id) => self.keys.context_index(shard, context_id),
+                    None => self.keys.owner_index(shard),
+                };
+                let mut list = scripts::LIST.prepare_invoke();
+                list.key(index).key(self.keys.owner_meta(shard));
+                list.arg(&start).arg(&stop).arg(&state).arg(query.page_size + 1);
+                list.arg(context).arg(encode(context));
+                Part::Script(&scripts::LIST, list)
+            });
+            let replies = self.redis.together("list", parts.collect()).await?;
+            let (mut total, mut members) = (0, Vec::new());
+            for reply in replies {
+                let (piece_total, piece_members) = parse_list_reply(reply)?;
+                total += piece_total;
+                members.extend(piece_members);
+            }
+            if shards.len() > 1 {
+                members.sort_by_cached_key(index_member);
+                members.truncate(query.page_size + 1);
+            }
             let loaded =
                 futures::future::try_join_all(members.iter().map(|c| self.load_bytes(owner, &c.task_id)))
                     .await?;
@@ -71,8 +85,9 @@ impl RedisStore {
 }
 
 /// `{total, member…}` from [`scripts::LIST`].
-fn parse_list_reply(reply: Vec<Value>) -> Result<(usize, Vec<Cursor>), A2aError> {
+fn parse_list_reply(reply: Value) -> Result<(usize, Vec<Cursor>), A2aError> {
     let malformed = || A2aError::Internal("malformed ListTasks index reply from Redis".into());
+    let Value::Array(reply) = reply else { return Err(malformed()) };
     let mut values = reply.into_iter();
     let total = match values.next() {
         Some(Value::Int(total)) => usize::try_from(total).map_err(|_| malformed())?,

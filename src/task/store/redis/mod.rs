@@ -13,12 +13,13 @@
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
 //! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
-//! | `P:{finished}` | ZSET | `<size>\|<position>\|<context>\|<owner>/<task id>` scored by finish time (ms) (`retention.rs`) | none |
+//! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>\|<size>` scored by finish time (ms) (`retention.rs`) | none |
 //! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
 //! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
-//! slot; an owner's indexes share another. So on a cluster a write is two atomic steps: the
+//! slot; an owner's indexes share another, and on a cluster they and the retention set are in
+//! pieces (`{o:<owner>~n}`, `{finished~n}`) spread over the nodes ([`keys`], "Shards"). So on a cluster a write is two atomic steps: the
 //! task (one script), then its index entries and retention (one pipeline); a single node runs
 //! both in one script (`WRITE`), and a task finished by its first write in one `MULTI` of
 //! native commands (`born_finished.rs`). Retention evicts in the background (`retention.rs`).
@@ -49,7 +50,7 @@ pub use fleet::{EventBatch, Fenced, StreamBounds};
 pub use replica::Orphan;
 
 use self::conn::{Part, Redis};
-use self::keys::{Keys, encode, owner_id, position};
+use self::keys::{Keys, Shard, encode, owner_id, position};
 use super::push_configs::per_task_refused;
 use super::undecodable::undecodable;
 use super::url::{RedisTarget, StoreUrl};
@@ -71,11 +72,28 @@ pub struct RedisOptions {
     pub retention: Retention,
     /// Bounds on every Redis call.
     pub timeouts: Timeouts,
+    /// Pieces of each owner's ListTasks indexes and of the retention set (`keys.rs`, "Shards");
+    /// `None`: one on a single node, [`CLUSTER_SHARDS`] on a cluster. Fixed for a deployment's
+    /// life, like the prefix: entries written under another count are not found.
+    pub shards: Option<usize>,
 }
+
+/// Pieces of what tasks share, on a cluster: enough that a cluster of up to 16 equal nodes
+/// gets an even share each, few enough that ListTasks (which reads every piece of the
+/// owner's index) stays one round trip of small reads.
+pub const CLUSTER_SHARDS: usize = 16;
+
+/// The most pieces a deployment may ask for.
+pub const MAX_SHARDS: usize = 1_024;
 
 impl Default for RedisOptions {
     fn default() -> Self {
-        Self { prefix: "a2a".to_owned(), retention: Retention::default(), timeouts: Timeouts::default() }
+        Self {
+            prefix: "a2a".to_owned(),
+            retention: Retention::default(),
+            timeouts: Timeouts::default(),
+            shards: None,
+        }
     }
 }
 
@@ -107,7 +125,11 @@ impl RedisStore {
             return Err(format!("--redis-prefix {:?} must be non-empty and without braces", options.prefix));
         }
         let redis = Redis::connect(target, options.timeouts).await?;
-        let keys = Keys::new(&options.prefix);
+        let shards = options.shards.unwrap_or(if redis.is_cluster() { CLUSTER_SHARDS } else { 1 });
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(format!("--redis-shards {shards} must be between 1 and {MAX_SHARDS}"));
+        }
+        let keys = Keys::new(&options.prefix, shards);
         Ok(Self {
             retainer: retention::Retainer::start(redis.clone(), keys.clone(), options.retention),
             redis,
@@ -151,9 +173,10 @@ impl RedisStore {
         if newly_finished {
             let place = position(status_nanos(task));
             let member = retention::member(size, &place, &encode(&task.context_id), oid, &task.id);
+            let shard = self.keys.finished_shard(&task.id);
             let mut note = scripts::NOTE.prepare_invoke();
-            note.key(self.keys.finished())
-                .key(self.keys.finished_sizes())
+            note.key(self.keys.finished(&shard))
+                .key(self.keys.finished_sizes(&shard))
                 .arg(member)
                 .arg(now_ms())
                 .arg(size);
@@ -163,17 +186,18 @@ impl RedisStore {
         if let Some(noted) = replies.get(1) {
             let (count, bytes): (u64, i64) = redis::from_redis_value(noted.clone())
                 .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-            self.retainer.noted(count, bytes);
+            self.retainer.noted(count, bytes, size);
         }
         Ok(())
     }
 
     fn index_invocation<'a>(&self, oid: &str, task: &Task) -> redis::ScriptInvocation<'a> {
+        let shard = self.keys.owner_shard(oid, &task.id);
         let mut index = scripts::INDEX.prepare_invoke();
         index
-            .key(self.keys.owner_index(oid))
-            .key(self.keys.owner_meta(oid))
-            .arg(self.keys.context_index_prefix(oid))
+            .key(self.keys.owner_index(&shard))
+            .key(self.keys.owner_meta(&shard))
+            .arg(self.keys.context_index_prefix(&shard))
             .arg(&task.id)
             .arg(position(status_nanos(task)))
             .arg(state_of(task.status.as_ref()) as i32)
@@ -181,26 +205,10 @@ impl RedisStore {
         index
     }
 
-    /// [`scripts::UNINDEX`] of (task id, expected position) pairs of one owner.
-    fn unindex_invocation<'a, 'b>(
-        &self,
-        oid: &str,
-        pairs: impl IntoIterator<Item = (&'b str, &'b str)>,
-    ) -> redis::ScriptInvocation<'a> {
-        let mut unindex = scripts::UNINDEX.prepare_invoke();
-        unindex
-            .key(self.keys.owner_index(oid))
-            .key(self.keys.owner_meta(oid))
-            .arg(self.keys.context_index_prefix(oid));
-        for (task_id, expected_position) in pairs {
-            unindex.arg(task_id).arg(expected_position);
-        }
-        unindex
-    }
-
     /// Takes a task out of its owner's indexes (only from `expected_position` if not empty).
     async fn unindex(&self, oid: &str, task_id: &str, expected_position: &str) -> Result<(), A2aError> {
-        let unindex = self.unindex_invocation(oid, [(task_id, expected_position)]);
+        let shard = self.keys.owner_shard(oid, task_id);
+        let unindex = unindex_invocation(&self.keys, &shard, [(task_id, expected_position)]);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         self.redis.run("unindex", limit, unindex.invoke_async::<i64>(&mut conn)).await.map(drop)
@@ -346,6 +354,21 @@ impl TaskStore for RedisStore {
     ) -> Result<bool, A2aError> {
         self.swap_sent_record(owner, message_id, old, new).await
     }
+}
+
+/// [`scripts::UNINDEX`] of (task id, expected position) pairs in one piece of an owner's
+/// indexes.
+fn unindex_invocation<'a, 'b>(
+    keys: &Keys,
+    shard: &Shard,
+    pairs: impl IntoIterator<Item = (&'b str, &'b str)>,
+) -> redis::ScriptInvocation<'a> {
+    let mut unindex = scripts::UNINDEX.prepare_invoke();
+    unindex.key(keys.owner_index(shard)).key(keys.owner_meta(shard)).arg(keys.context_index_prefix(shard));
+    for (task_id, expected_position) in pairs {
+        unindex.arg(task_id).arg(expected_position);
+    }
+    unindex
 }
 
 /// Decodes stored task `task_id`; garbage in Redis is a server fault, not the client's, and is

@@ -74,9 +74,11 @@ impl RedisStore {
         write.arg(first_seq).arg(bounds.max_events.max(1)).arg(lease);
         if single {
             // The rest of the write in the same step: the index move and the retention note.
-            write.key(self.keys.owner_index(oid)).key(self.keys.owner_meta(oid));
-            write.key(self.keys.finished()).key(self.keys.finished_sizes());
-            write.arg(if reindex { "1" } else { "0" }).arg(self.keys.context_index_prefix(oid));
+            let (shard, finished) =
+                (self.keys.owner_shard(oid, &task.id), self.keys.finished_shard(&task.id));
+            write.key(self.keys.owner_index(&shard)).key(self.keys.owner_meta(&shard));
+            write.key(self.keys.finished(&finished)).key(self.keys.finished_sizes(&finished));
+            write.arg(if reindex { "1" } else { "0" }).arg(self.keys.context_index_prefix(&shard));
             write.arg(position(status_nanos(task))).arg(state_of(task.status.as_ref()) as i32);
             write.arg(encode(&task.context_id)).arg(&task.id).arg(format!("{oid}/{}", task.id));
         }
@@ -94,8 +96,9 @@ impl RedisStore {
             "ok" => {
                 let newly_finished = detail == "1";
                 if single {
-                    if let Some([count, bytes]) = reply.get(3..5) {
-                        self.retainer.noted(count.parse().unwrap_or(0), bytes.parse().unwrap_or(0));
+                    if let Some([size, count, bytes]) = reply.get(2..5) {
+                        let parse = |n: &String| n.parse().unwrap_or(0);
+                        self.retainer.noted(parse(count), parse(bytes) as i64, parse(size));
                     }
                 } else if reindex || newly_finished {
                     let size = reply.get(2).and_then(|size| size.parse().ok()).unwrap_or(0);

@@ -21,11 +21,8 @@ use redis::Script;
 /// - `note(set, sizes, member, now, size)`: notes a finished task for retention (once: a
 ///   retried note adds nothing); returns {finished tasks, their bytes}, which the caller
 ///   compares with the limits to wake the evictor (`retention.rs`).
-/// - `evict(set, sizes, cutoff, max_count, max_bytes, batch, age_slack)`: takes out of the set
-///   the oldest finished tasks retention no longer keeps (at most `batch`) and returns them.
-///   Over the count or the bytes, it evicts down to 1/64 below the limit, so eviction comes in
-///   batches; by age, it waits for `age_slack` expired tasks (their keys expire by themselves).
-///   A member carries its size (`retention.rs`); one noted before that, its entry in `sizes`.
+/// - `size_of(sizes, member)`: the bytes a noted task holds. A member carries its size
+///   (`retention.rs`); one noted before that, its entry in `sizes`.
 const FUNCTIONS: &str = r"
 local function finish(task, events, push, fin, now, ttl)
   if fin then return '0' end
@@ -94,41 +91,8 @@ end
 -- A member of the current form ends in |<32 hex digits position>|<context>|<size>.
 local NEW_MEMBER = '|' .. string.rep('%x', 32) .. '|[^|]*|(%d+)$'
 
-local function evict(set, sizes, cutoff, max_count, max_bytes, batch, age_slack)
-  local count = redis.call('ZCARD', set)
-  local bytes = tonumber(redis.call('HGET', sizes, '#') or '0')
-  local keep_count, keep_bytes = count, bytes
-  if count > max_count or bytes > max_bytes then
-    keep_count = max_count - math.floor(max_count / 64)
-    keep_bytes = max_bytes - math.floor(max_bytes / 64)
-  end
-  local old = redis.call('ZCOUNT', set, '-inf', '(' .. cutoff)
-  if old < age_slack then old = 0 end
-  local evicted = {}
-  local freed = 0
-  local function take(n)
-    local popped = redis.call('ZPOPMIN', set, n)
-    for i = 1, #popped, 2 do
-      local size = tonumber(string.match(popped[i], NEW_MEMBER))
-      if not size then
-        size = tonumber(redis.call('HGET', sizes, popped[i]) or '0')
-        redis.call('HDEL', sizes, popped[i])
-      end
-      bytes = bytes - size
-      freed = freed + size
-      count = count - 1
-      table.insert(evicted, popped[i])
-    end
-    return #popped
-  end
-  -- By count and by age, the oldest in one pop; by bytes, one at a time after that.
-  local want = math.min(batch, math.max(count - keep_count, old))
-  if want > 0 then take(want) end
-  while #evicted < batch and bytes > keep_bytes do
-    if take(1) == 0 then break end
-  end
-  if freed > 0 then redis.call('HINCRBY', sizes, '#', -freed) end
-  return evicted
+local function size_of(sizes, member)
+  return tonumber(string.match(member, NEW_MEMBER)) or tonumber(redis.call('HGET', sizes, member) or '0')
 end
 ";
 
@@ -172,13 +136,45 @@ pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
 pub static NOTE: LazyLock<Script> =
     LazyLock::new(|| with_functions("return note(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"));
 
-/// Takes out the finished tasks retention lets go now and returns them (callers evicting at
-/// once each get others). KEYS: finished set, finished sizes. ARGV: cutoff ms, max count, max
-/// bytes, batch, age slack.
-pub static EVICT: LazyLock<Script> = LazyLock::new(|| {
+/// What one piece of the retention set holds, for the evictor to choose from (`retention.rs`).
+/// KEYS: finished set, finished sizes. ARGV: cutoff ms, n. Returns {finished tasks, their
+/// bytes, how many finished before the cutoff, then member, score, size of the n oldest (none
+/// for n = 0)}.
+pub static PEEK: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
-        "return evict(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), \
-         tonumber(ARGV[4]), tonumber(ARGV[5]))",
+        r"
+local reply = {redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[2], '#') or '0')}
+table.insert(reply, redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1]))
+local n = tonumber(ARGV[2])
+local oldest = {}
+if n > 0 then oldest = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
+for i = 1, #oldest, 2 do
+  table.insert(reply, oldest[i])
+  table.insert(reply, oldest[i + 1])
+  table.insert(reply, size_of(KEYS[2], oldest[i]))
+end
+return reply
+",
+    )
+});
+
+/// Takes members the evictor chose out of one piece of the retention set, with their bytes,
+/// and returns those that were still there (two evictors choosing the same task: one gets
+/// it). KEYS: finished set, finished sizes. ARGV: the members.
+pub static TAKE: LazyLock<Script> = LazyLock::new(|| {
+    with_functions(
+        r"
+local taken, freed = {}, 0
+for _, member in ipairs(ARGV) do
+  if redis.call('ZREM', KEYS[1], member) == 1 then
+    freed = freed + size_of(KEYS[2], member)
+    redis.call('HDEL', KEYS[2], member)
+    table.insert(taken, member)
+  end
+end
+if freed > 0 then redis.call('HINCRBY', KEYS[2], '#', -freed) end
+return taken
+",
     )
 });
 

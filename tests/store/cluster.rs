@@ -1,0 +1,81 @@
+//! A Redis Cluster shares the work of one owner's calls: each owner's ListTasks index and the
+//! retention set are in pieces spread over the nodes (`keys.rs`, "Shards"), so no node does
+//! every call's index and retention work. Counted in commands (Redis's own `commandstats`),
+//! which, unlike CPU time, a busy CI machine cannot blur.
+use std::collections::BTreeSet;
+
+use a2a_server::proto::TaskState;
+use a2a_server::task::store::redis::Timeouts;
+use a2a_server::task::store::{Retention, TaskQuery, TaskStore};
+use bytes::Bytes;
+
+use super::redis_server::RedisCluster;
+use super::suite::{owner, task};
+use super::{BOUNDS, redis_store_in};
+
+/// Commands each node has run so far, from `INFO commandstats`.
+async fn commands_per_node(cluster: &RedisCluster) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for node in &cluster.nodes {
+        let client = redis::Client::open(node.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.unwrap();
+        let calls = info
+            .lines()
+            .filter(|line| line.starts_with("cmdstat_") && !line.starts_with("cmdstat_info:"))
+            .filter_map(|line| line.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok());
+        counts.push(calls.sum());
+    }
+    counts
+}
+
+/// Each node's share of the commands of one owner's calls (1.0: the mean), with the owner's
+/// index and the retention set in `shards` pieces (`None`: the store's default).
+async fn spread_of(shards: Option<usize>) -> Vec<f64> {
+    let Some(cluster) = RedisCluster::start() else { return Vec::new() };
+    let store = redis_store_in(&cluster.url(), Retention::default(), Timeouts::default(), shards).await;
+    let alice = owner("alice");
+    let before = commands_per_node(&cluster).await;
+    const TASKS: usize = 900;
+    for i in 0..TASKS {
+        let done = task(&format!("t{i:04}"), &format!("c{}", i % 7), TaskState::Completed, i as i64);
+        store.append(&alice, &done, 2, Bytes::from_static(b"e"), BOUNDS, None).await.unwrap().unwrap();
+    }
+    let after = commands_per_node(&cluster).await;
+    let done: Vec<f64> = after.iter().zip(&before).map(|(a, b)| (a - b) as f64).collect();
+    let mean = done.iter().sum::<f64>() / done.len() as f64;
+
+    // Whatever the pieces, the owner's tasks list whole, newest first, page by page.
+    let mut query = TaskQuery { page_size: 100, ..TaskQuery::default() };
+    let mut seen = Vec::new();
+    loop {
+        let page = store.list(&alice, &query).await.unwrap();
+        assert_eq!(page.total, TASKS);
+        seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = (0..TASKS).rev().map(|i| format!("t{i:04}")).collect();
+    assert_eq!(seen, newest_first);
+    let context = TaskQuery { page_size: 200, context_id: Some("c3".into()), ..TaskQuery::default() };
+    let listed: BTreeSet<String> =
+        store.list(&alice, &context).await.unwrap().tasks.into_iter().map(|t| t.id.clone()).collect();
+    assert_eq!(listed, (0..TASKS).filter(|i| i % 7 == 3).map(|i| format!("t{i:04}")).collect());
+
+    done.iter().map(|n| n / mean).collect()
+}
+
+#[tokio::test]
+async fn one_owners_calls_spread_evenly_over_a_cluster() {
+    let shares = spread_of(None).await;
+    eprintln!("commands per node / mean, in pieces: {shares:?}");
+    for share in &shares {
+        assert!((0.75..=1.25).contains(share), "each node within ±25 % of the mean: {shares:?}");
+    }
+    // What the pieces are for: in one piece, the same calls load one node far more.
+    let whole = spread_of(Some(1)).await;
+    eprintln!("commands per node / mean, in one piece: {whole:?}");
+    assert!(whole.iter().any(|share| !(0.75..=1.25).contains(share)), "one piece: {whole:?}");
+}
