@@ -162,6 +162,12 @@ pub struct Args {
     #[arg(long, value_name = "PATH", default_value = "redis-server")]
     pub redis_server: String,
 
+    /// fleet: start a Redis Cluster of NODES masters (the slots split evenly) instead of one
+    /// redis-server; the replicas get `--store redis+cluster://…`, the Redis rows are summed
+    /// over the nodes, and each scenario adds per-node CPU and command shares.
+    #[arg(long, value_name = "NODES", requires = "fleet", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub redis_cluster: Option<u16>,
+
     /// fleet-event-latency: chunks the owner emits [default: 1000; quick: 50].
     #[arg(long)]
     pub fleet_events: Option<u64>,
@@ -264,6 +270,8 @@ pub struct Plan {
 pub struct FleetParams {
     pub replicas: usize,
     pub redis_server: String,
+    /// With --redis-cluster: how many cluster nodes.
+    pub redis_cluster: Option<usize>,
     /// SubscribeToTask samples on a followed task (warm); a fifth as many on fresh tasks (cold).
     pub first_event_samples: usize,
     pub latency: LatencyParams,
@@ -308,6 +316,7 @@ impl Plan {
         let fleet = args.fleet.map(|replicas| FleetParams {
             replicas,
             redis_server: args.redis_server.clone(),
+            redis_cluster: args.redis_cluster.map(usize::from),
             first_event_samples: args.first_event_samples.unwrap_or(choose(q, 50, 1000)).max(5),
             latency: LatencyParams {
                 events: args.fleet_events.unwrap_or(choose(q, 50, 1000)).max(1),

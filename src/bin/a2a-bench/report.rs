@@ -1,4 +1,5 @@
 //! Results: metrics, percentiles, the aligned text table and the JSON document.
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -19,15 +20,16 @@ pub enum Better {
 /// One measured number of one scenario on one server.
 #[derive(Debug, Clone)]
 pub struct Metric {
-    pub name: &'static str,
+    /// Mostly a literal; built at run time where it names one of several (a Redis node).
+    pub name: Cow<'static, str>,
     pub unit: &'static str,
     pub value: f64,
     pub better: Better,
 }
 
 impl Metric {
-    pub fn new(name: &'static str, unit: &'static str, value: f64, better: Better) -> Self {
-        Self { name, unit, value, better }
+    pub fn new(name: impl Into<Cow<'static, str>>, unit: &'static str, value: f64, better: Better) -> Self {
+        Self { name: name.into(), unit, value, better }
     }
 }
 
@@ -94,8 +96,8 @@ pub fn rows(
     names
         .into_iter()
         .map(|metric| {
-            let o = find(ours, metric.name);
-            let b = find(baseline, metric.name);
+            let o = find(ours, &metric.name);
+            let b = find(baseline, &metric.name);
             let ratio = match (metric.better, o, b) {
                 (Better::Higher | Better::Lower, Some(o), Some(b)) if b > 0.0 => Some(o / b),
                 _ => None,
@@ -104,7 +106,7 @@ pub fn rows(
                 scenario: scenario.to_owned(),
                 binding: binding.to_owned(),
                 params: params.to_owned(),
-                metric: metric.name.to_owned(),
+                metric: metric.name.to_string(),
                 unit: metric.unit.to_owned(),
                 better: metric.better,
                 ours: o,

@@ -1,23 +1,28 @@
 //! `--fleet N`: the server as a fleet on Redis, measured against the same work on one
 //! memory-mode server.
 //!
-//! The benchmark starts its own `redis-server` on a free loopback port (no RDB, no AOF), N
-//! replicas of `--spawn-server` on it (`--store redis://…`, a key prefix of their own) and one
-//! `--store memory` server, and stops them all at the end, on an error, or on Ctrl-C (every
-//! child is killed when its handle drops). Each scenario runs on the fleet and on the memory
+//! The benchmark starts its own `redis-server` on a free loopback port (no RDB, no AOF), or
+//! with `--redis-cluster NODES` a Redis Cluster of that many ([`redis_cluster`]), N replicas
+//! of `--spawn-server` on it (`--store redis://…` or `redis+cluster://…`, a key prefix of their
+//! own) and one `--store memory` server, and stops them all at the end, on an error, or on
+//! Ctrl-C (every child is killed when its handle drops). Each scenario runs on the fleet and on the memory
 //! server in turn, `--repeat` times, and reports medians; the table's `memory` column is the
 //! same scenario with every "replica" being that one server, so `redis/mem` is the fleet's
 //! cost. Redis's own commands and CPU are read around the measured part of each scenario
-//! ([`redis`]), net of what the idle fleet sends anyway (leases, inboxes).
+//! ([`probe`]), summed over its nodes, net of what the idle fleet sends anyway (leases,
+//! inboxes); on a cluster, with how evenly they spread over the nodes.
 //!
 //! The scenarios themselves are in [`scenarios`].
+mod probe;
 mod redis;
+mod redis_cluster;
 mod scenarios;
 
 use std::time::Duration;
 
-pub use self::redis::{Per, Probe};
-use self::redis::{Rate, RedisProcess};
+use self::probe::Background;
+pub use self::probe::{Per, Probe};
+use self::redis_cluster::RedisNodes;
 use crate::cli::{Args, FleetParams, Plan, Scenario};
 use crate::driver::Target;
 use crate::process::ServerProcess;
@@ -82,8 +87,8 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     }
     let mut base: Vec<String> = ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
     base.extend(crate::process::LIFTED_LIMITS.map(String::from));
-    let redis = RedisProcess::start(&p.redis_server).await?;
-    eprintln!("a2a-bench: started redis-server (pid {}) on 127.0.0.1:{}", redis.pid, redis.port);
+    let redis = RedisNodes::start(&p.redis_server, p.redis_cluster).await?;
+    eprintln!("a2a-bench: started {}", redis.describe());
     let prefix = format!("a2a-bench-{}-{}", std::process::id(), unique());
     let mut processes = Vec::new();
     for i in 0..p.replicas {
@@ -107,12 +112,12 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     let background = idle_rate(&redis, p.idle).await?;
     let fleet = Cluster {
         replicas: processes.iter().map(replica).collect(),
-        probe: Some(Probe { redis: &redis, background }),
+        probe: Some(Probe { redis: &redis, background: &background }),
     };
     let alone = Cluster { replicas: vec![replica(&memory)], probe: None };
 
     let binding = args.binding.to_string();
-    let mut rows = vec![idle_row(&binding, p, background)];
+    let mut rows = vec![idle_row(&binding, p, &background)];
     for scenario in &plan.scenarios {
         rows.extend(scenario_rows(*scenario, p, plan, &fleet, &alone, run, &binding).await);
     }
@@ -221,17 +226,18 @@ where
     measured.into_iter().map(report::median).collect()
 }
 
-/// Commands per second Redis gets from the idle fleet (lease renewals, inbox and follower
-/// reads that time out), subtracted from every scenario's count.
-async fn idle_rate(redis: &RedisProcess, window: Duration) -> Result<Rate, BoxError> {
-    let idle = Probe { redis, background: Rate::default() };
-    Ok(idle.with_background_of(window).await?.background)
+/// What Redis gets per second from the idle fleet (lease renewals, inbox and follower reads
+/// that time out), per node, subtracted from every scenario's count.
+async fn idle_rate(redis: &RedisNodes, window: Duration) -> Result<Background, BoxError> {
+    Probe { redis, background: &Background::default() }.background_over(window).await
 }
 
-fn idle_row(binding: &str, p: &FleetParams, background: Rate) -> Row {
-    let metric = Metric::new("redis commands when idle", "cmds/s", background.commands, Better::Info);
+fn idle_row(binding: &str, p: &FleetParams, background: &Background) -> Row {
+    let commands = background.total().commands;
+    let metric = Metric::new("redis commands when idle", "cmds/s", commands, Better::Info);
     let measured = Measured { metrics: vec![metric], notes: Vec::new() };
-    let params = format!("replicas={} over {:.1} s", p.replicas, p.idle.as_secs_f64());
+    let on = p.redis_cluster.map(|n| format!(" on {n} cluster nodes")).unwrap_or_default();
+    let params = format!("replicas={}{on} over {:.1} s", p.replicas, p.idle.as_secs_f64());
     report::rows("fleet-idle", binding, &params, Some(&measured), None).remove(0)
 }
 

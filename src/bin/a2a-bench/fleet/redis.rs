@@ -1,6 +1,7 @@
-//! The fleet's Redis: a `redis-server` the benchmark starts on a free loopback port with
-//! persistence off, and what it tells us about a scenario: `INFO commandstats` (commands and
-//! their usec), `INFO stats` (bytes in and out) and its CPU time (from /proc, else `INFO cpu`).
+//! One `redis-server` the benchmark starts on a free loopback port with persistence off, and
+//! what it tells us: `INFO commandstats` (commands and their usec), `INFO stats` (bytes in and
+//! out) and its CPU time (from /proc, else `INFO cpu`). [`super::redis_cluster`] joins several
+//! into a Redis Cluster; [`super::probe`] turns their counters into rows.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -11,13 +12,15 @@ use tokio::process::{Child, Command};
 
 use crate::BoxError;
 use crate::process::cpu_nanos;
-use crate::report::{Better, Metric};
 
 /// How long a fresh `redis-server` may take to answer PING.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long one INFO may take.
-const INFO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one command of ours (INFO, CLUSTER …) may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A cluster node's bus listens on its port + 10000, which must be free too.
+const BUS_OFFSET: u16 = 10_000;
 
 /// A `redis-server` child on 127.0.0.1, killed when dropped (an error or Ctrl-C never leaves
 /// it behind).
@@ -33,11 +36,12 @@ pub struct RedisProcess {
 
 impl RedisProcess {
     /// Starts `program` (normally `redis-server`) on a free port, with no RDB and no AOF, and
-    /// waits until it answers. A port taken between choosing and binding it is retried.
-    pub async fn start(program: &str) -> Result<Self, BoxError> {
+    /// waits until it answers; with `cluster`, as a cluster-enabled node whose bus port is free
+    /// too (it joins no cluster yet). A port taken between choosing and binding it is retried.
+    pub async fn start(program: &str, cluster: bool) -> Result<Self, BoxError> {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(program).await {
+            match Self::try_start(program, cluster).await {
                 Ok(redis) => return Ok(redis),
                 Err(error) => last = error.to_string(),
             }
@@ -45,14 +49,28 @@ impl RedisProcess {
         Err(format!("cannot start {program}: {last}").into())
     }
 
-    async fn try_start(program: &str) -> Result<Self, BoxError> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    async fn try_start(program: &str, cluster: bool) -> Result<Self, BoxError> {
+        let port = free_port(cluster)?;
         let dir = std::env::temp_dir().join(format!("a2a-bench-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let mut child = Command::new(program)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
+        let mut command = Command::new(program);
+        command.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]);
+        // Redis changes into --dir, so the cluster's nodes.conf lands there too.
+        command.arg("--dir").arg(&dir);
+        if cluster {
+            command.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+            command.args(["--cluster-node-timeout", "2000"]);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -89,29 +107,33 @@ impl RedisProcess {
         Ok(Self { child, dir, port, pid, conn })
     }
 
-    /// The URL replicas get for `--store`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+    /// `127.0.0.1:PORT`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
-    /// What Redis has done so far: commands per name, bytes in and out, and its CPU time (the
-    /// process's from /proc; where that cannot be read, `used_cpu_sys` + `used_cpu_user`).
-    pub async fn mark(&self) -> Result<Mark, BoxError> {
+    /// Sends one command of the benchmark's own (never a hung run: it times out).
+    pub async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, BoxError> {
         let mut conn = self.conn.clone();
+        let answer = tokio::time::timeout(QUERY_TIMEOUT, command.query_async(&mut conn))
+            .await
+            .map_err(|_| format!("Redis on port {}: no answer within {QUERY_TIMEOUT:?}", self.port))?;
+        Ok(answer.map_err(|e| format!("Redis on port {}: {e}", self.port))?)
+    }
+
+    /// What this node has done so far: commands per name, bytes in and out, and its CPU time
+    /// (the process's from /proc; where that cannot be read, `used_cpu_sys` + `used_cpu_user`).
+    pub async fn mark(&self) -> Result<NodeMark, BoxError> {
         let mut info = redis::cmd("INFO");
         info.arg("commandstats").arg("stats").arg("cpu");
-        let info = tokio::time::timeout(INFO_TIMEOUT, info.query_async(&mut conn))
-            .await
-            .map_err(|_| format!("Redis: no answer to INFO within {INFO_TIMEOUT:?}"))?
-            .map_err(|e| format!("Redis INFO: {e}"))?;
-        let text = String::from_utf8_lossy(&info_bytes(info)).into_owned();
+        let text = String::from_utf8_lossy(&info_bytes(self.query(&info).await?)).into_owned();
         let cpu = cpu_nanos(self.pid).ok().or_else(|| info_cpu_nanos(&text));
         let bytes = (info_field(&text, "total_net_input_bytes"), info_field(&text, "total_net_output_bytes"));
         let bytes = match bytes {
             (Some(i), Some(o)) => Some((i as u64, o as u64)),
             _ => None,
         };
-        Ok(Mark { commands: parse_commandstats(&text), bytes, cpu, at: Instant::now() })
+        Ok(NodeMark { commands: parse_commandstats(&text), bytes, cpu, at: Instant::now() })
     }
 
     /// Kills the server and reaps it (its directory goes when it drops).
@@ -128,8 +150,35 @@ impl Drop for RedisProcess {
     }
 }
 
+/// A loopback port free now; for a cluster node, one whose bus port (+10000) is free as well.
+fn free_port(cluster: bool) -> Result<u16, BoxError> {
+    for _ in 0..100 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if !cluster {
+            return Ok(port);
+        }
+        let bus = port.checked_add(BUS_OFFSET);
+        if bus.is_some_and(|bus| std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok()) {
+            return Ok(port);
+        }
+    }
+    Err("no free loopback port whose cluster bus port (+10000) is free too".into())
+}
+
+/// One node's counters at one moment.
+#[derive(Debug, Clone)]
+pub struct NodeMark {
+    /// Per command name: calls and usec.
+    pub commands: BTreeMap<String, (u64, u64)>,
+    /// `total_net_input_bytes`, `total_net_output_bytes`.
+    pub bytes: Option<(u64, u64)>,
+    /// CPU nanoseconds, if readable.
+    pub cpu: Option<u64>,
+    pub at: Instant,
+}
+
 /// INFO's answer as bytes (a bulk string, or a verbatim string under RESP3).
-fn info_bytes(value: redis::Value) -> Vec<u8> {
+pub fn info_bytes(value: redis::Value) -> Vec<u8> {
     match value {
         redis::Value::BulkString(bytes) => bytes,
         redis::Value::VerbatimString { text, .. } => text.into_bytes(),
@@ -150,7 +199,7 @@ fn info_cpu_nanos(info: &str) -> Option<u64> {
 }
 
 /// `cmdstat_<name>:calls=N,usec=U,…` lines → name → (calls, usec).
-fn parse_commandstats(info: &str) -> BTreeMap<String, (u64, u64)> {
+pub fn parse_commandstats(info: &str) -> BTreeMap<String, (u64, u64)> {
     let mut out = BTreeMap::new();
     for line in info.lines() {
         let Some((name, fields)) = line.trim().strip_prefix("cmdstat_").and_then(|l| l.split_once(':'))
@@ -165,204 +214,6 @@ fn parse_commandstats(info: &str) -> BTreeMap<String, (u64, u64)> {
     out
 }
 
-/// Redis's counters at one moment.
-#[derive(Debug, Clone)]
-pub struct Mark {
-    commands: BTreeMap<String, (u64, u64)>,
-    /// `total_net_input_bytes`, `total_net_output_bytes`.
-    bytes: Option<(u64, u64)>,
-    cpu: Option<u64>,
-    at: Instant,
-}
-
-/// What a scenario's counted part is made of.
-#[derive(Debug, Clone, Copy)]
-pub enum Per {
-    /// Per event the owner emitted.
-    Event,
-    /// Per unary call.
-    Call,
-    /// Per SubscribeToTask.
-    Subscription,
-}
-
-/// What Redis did between two marks, divided by `count` units of work.
-pub struct Delta {
-    /// Commands (INFO, the benchmark's own, left out), counting those a Lua script runs: Redis
-    /// counts them alike, so client round trips are fewer (see `scripts`).
-    pub commands: u64,
-    /// Script calls (EVALSHA, EVAL, FCALL): each is one round trip, whatever it runs inside.
-    pub scripts: u64,
-    /// Redis CPU nanoseconds, if readable.
-    pub cpu: Option<u64>,
-    /// Bytes Redis read from and wrote to its clients (the benchmark's INFO included: a few
-    /// KiB per measurement).
-    pub bytes: Option<(u64, u64)>,
-    /// Per command name: calls and usec inside Redis, most calls first.
-    pub by_command: Vec<(String, u64, u64)>,
-    pub elapsed: Duration,
-}
-
-impl Delta {
-    pub fn between(before: &Mark, after: &Mark) -> Self {
-        let mut by_command: Vec<(String, u64, u64)> = after
-            .commands
-            .iter()
-            .filter(|(name, _)| name.as_str() != "info")
-            .map(|(name, &(calls, usec))| {
-                let (c0, u0) = before.commands.get(name).copied().unwrap_or((0, 0));
-                (name.clone(), calls.saturating_sub(c0), usec.saturating_sub(u0))
-            })
-            .filter(|(_, calls, _)| *calls > 0)
-            .collect();
-        by_command.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let cpu = match (before.cpu, after.cpu) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b)),
-            _ => None,
-        };
-        let bytes = match (before.bytes, after.bytes) {
-            (Some((i0, o0)), Some((i1, o1))) => Some((i1.saturating_sub(i0), o1.saturating_sub(o0))),
-            _ => None,
-        };
-        let is_script = |name: &str| name.starts_with("eval") || name.starts_with("fcall");
-        Self {
-            commands: by_command.iter().map(|c| c.1).sum(),
-            scripts: by_command.iter().filter(|c| is_script(&c.0)).map(|c| c.1).sum(),
-            cpu,
-            bytes,
-            by_command,
-            elapsed: after.at.saturating_duration_since(before.at),
-        }
-    }
-
-    /// What Redis did per second.
-    pub fn rate(&self) -> Rate {
-        let secs = self.elapsed.as_secs_f64().max(1e-3);
-        let (bytes_in, bytes_out) = self.bytes.unwrap_or((0, 0));
-        Rate {
-            commands: self.commands as f64 / secs,
-            scripts: self.scripts as f64 / secs,
-            cpu: self.cpu.unwrap_or(0) as f64 / secs,
-            bytes_in: bytes_in as f64 / secs,
-            bytes_out: bytes_out as f64 / secs,
-        }
-    }
-
-    /// Commands, scripts and Redis CPU per unit, as rows, net of `background` (what Redis does
-    /// meanwhile anyway: leases and inboxes of the idle fleet, a stream that runs on).
-    pub fn metrics(&self, count: f64, per: Per, background: Rate) -> Vec<Metric> {
-        if count <= 0.0 {
-            return Vec::new();
-        }
-        let secs = self.elapsed.as_secs_f64();
-        let net = |total: f64, rate: f64| (total - rate * secs).max(0.0) / count;
-        let (name, scripts, cpu_name, bytes_in, bytes_out) = match per {
-            Per::Event => (
-                "redis commands per event",
-                "redis scripts per event",
-                "redis CPU per event",
-                "redis bytes in per event",
-                "redis bytes out per event",
-            ),
-            Per::Call => (
-                "redis commands per call",
-                "redis scripts per call",
-                "redis CPU per call",
-                "redis bytes in per call",
-                "redis bytes out per call",
-            ),
-            Per::Subscription => (
-                "redis commands per subscribe",
-                "redis scripts per subscribe",
-                "redis CPU per subscribe",
-                "redis bytes in per subscribe",
-                "redis bytes out per subscribe",
-            ),
-        };
-        let mut out = vec![
-            Metric::new(name, "cmds", net(self.commands as f64, background.commands), Better::Lower),
-            Metric::new(scripts, "calls", net(self.scripts as f64, background.scripts), Better::Lower),
-        ];
-        if let Some(cpu) = self.cpu {
-            out.push(Metric::new(cpu_name, "µs", net(cpu as f64, background.cpu) / 1000.0, Better::Lower));
-        }
-        if let Some((i, o)) = self.bytes {
-            out.push(Metric::new(bytes_in, "B", net(i as f64, background.bytes_in), Better::Lower));
-            out.push(Metric::new(bytes_out, "B", net(o as f64, background.bytes_out), Better::Lower));
-        }
-        out
-    }
-
-    /// Every command, most frequent first, per unit: `evalsha 1.00 (3.1 µs each), xread 2.00 …`
-    /// (not net of the background; a script's usec includes the commands it runs, which are
-    /// counted again under their own names).
-    pub fn summary(&self, count: f64) -> String {
-        let parts: Vec<String> = self
-            .by_command
-            .iter()
-            .map(|(name, calls, usec)| {
-                let per = *calls as f64 / count.max(1.0);
-                let each = *usec as f64 / (*calls).max(1) as f64;
-                format!("{name} {per:.3} ({each:.1} µs each)")
-            })
-            .collect();
-        parts.join(", ")
-    }
-}
-
-/// Redis seen around the measured part of a scenario: its commands (net of the idle fleet's
-/// `background`) and CPU per unit of work.
-#[derive(Clone, Copy)]
-pub struct Probe<'a> {
-    pub redis: &'a RedisProcess,
-    pub background: Rate,
-}
-
-/// Redis's work per second.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Rate {
-    pub commands: f64,
-    pub scripts: f64,
-    /// CPU nanoseconds per second.
-    pub cpu: f64,
-    pub bytes_in: f64,
-    pub bytes_out: f64,
-}
-
-impl Probe<'_> {
-    pub async fn mark(&self) -> Result<Mark, BoxError> {
-        self.redis.mark().await
-    }
-
-    /// This probe with what Redis does per second over `window` from now as its background (for
-    /// work that goes on during a measurement but is not what is measured).
-    pub async fn with_background_of(self, window: Duration) -> Result<Self, BoxError> {
-        let before = self.mark().await?;
-        tokio::time::sleep(window).await;
-        let delta = Delta::between(&before, &self.mark().await?);
-        Ok(Self { background: delta.rate(), ..self })
-    }
-
-    /// The rows for what Redis did since `before`, per `count` units, and a note naming the
-    /// commands (`what` says which part of which scenario).
-    pub async fn finish(
-        &self,
-        before: &Mark,
-        count: f64,
-        per: Per,
-        what: &str,
-    ) -> Result<(Vec<Metric>, String), BoxError> {
-        let delta = Delta::between(before, &self.mark().await?);
-        let unit = match per {
-            Per::Event => "event",
-            Per::Call => "call",
-            Per::Subscription => "subscribe",
-        };
-        let note = format!("redis per {unit} ({what}): {}", delta.summary(count));
-        Ok((delta.metrics(count, per, self.background), note))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,18 +225,6 @@ mod tests {
         let stats = parse_commandstats(info);
         assert_eq!(stats["xread"], (12, 34));
         assert_eq!(stats["evalsha"], (3, 30));
-        let before =
-            Mark { commands: BTreeMap::new(), bytes: Some((0, 0)), cpu: Some(0), at: Instant::now() };
-        let after = Mark { commands: stats, bytes: Some((500, 100)), cpu: Some(10_000), at: before.at };
-        let delta = Delta::between(&before, &after);
-        assert_eq!(delta.commands, 15);
-        assert_eq!(delta.by_command[0].0, "xread");
-        let metrics = delta.metrics(5.0, Per::Event, Rate::default());
-        assert_eq!(metrics[0].value, 3.0);
-        assert_eq!(metrics[1].value, 0.6);
-        assert_eq!(metrics[2].value, 2.0);
-        assert_eq!(metrics[3].value, 100.0);
-        assert_eq!(metrics[4].value, 20.0);
     }
 
     #[test]

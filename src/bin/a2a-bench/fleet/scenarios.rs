@@ -64,10 +64,11 @@ pub async fn first_event(cluster: &Cluster<'_>, samples: usize) -> Result<Measur
             sample(task.id.clone()).await?;
         }
         // What the stream and the idle fleet cost Redis without any subscribe: subtracted.
-        let probe = match cluster.probe {
-            Some(probe) => Some(probe.with_background_of(STREAM_ALONE).await?),
+        let background = match cluster.probe {
+            Some(probe) => Some(probe.background_over(STREAM_ALONE).await?),
             None => None,
         };
+        let probe = cluster.probe.zip(background.as_ref()).map(|(probe, b)| probe.with_background(b));
         let mark = match probe {
             Some(probe) => Some(probe.mark().await?),
             None => None,
