@@ -505,11 +505,17 @@ async fn a_context_of_one_task_lists_without_its_own_index_on_a_node() {
     a_context_of_one_task_lists_without_its_own_index(&server.url()).await;
 }
 
+#[tokio::test]
+async fn a_context_of_one_task_lists_without_its_own_index_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    a_context_of_one_task_lists_without_its_own_index(&cluster.url()).await;
+}
+
 /// A finished task's first write, by the script or (odd `i`, on a node) the born-finished
 /// `MULTI`.
 async fn write(store: &RedisStore, done: &Task, event: Bytes, i: i64) {
     let alice = owner("alice");
-    if i % 2 == 1 && !store.is_cluster() {
+    if i % 2 == 1 {
         // Some without their events (nobody watched), where the bytes allow.
         let unwatched = i % 4 == 1 && event.len() < 10;
         store.write_born_finished(&alice, done, 2, &[event], BOUNDS, unwatched).await.unwrap();

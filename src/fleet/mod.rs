@@ -185,7 +185,7 @@ impl Fleet for RedisFleet {
         // seq check still refuses any other writer.
         let unowned_finish = first_seq <= 2 && is_terminal(state_of(task.status.as_ref()));
         // Its first try needs no script at all (`born_finished.rs`); a retry is fenced.
-        if unowned_finish && hints.first_try && !events.is_empty() && !inner.store.is_cluster() {
+        if unowned_finish && hints.first_try && !events.is_empty() {
             let bounds = inner.bounds();
             inner.store.write_born_finished(owner, task, first_seq, &events, bounds, hints.unwatched).await?;
             return Ok(true);
