@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use a2a_server::proto::TaskState;
 use a2a_server::task::store::redis::Timeouts;
-use a2a_server::task::store::{Retention, TaskQuery, TaskStore};
+use a2a_server::task::store::{RedisOptions, RedisStore, Retention, StoreUrl, TaskQuery, TaskStore};
 use bytes::Bytes;
 
 use super::redis_server::RedisCluster;
@@ -79,4 +79,51 @@ async fn one_owners_calls_spread_evenly_over_a_cluster() {
     let whole = spread_of(Some(1)).await;
     eprintln!("commands per node / mean, in one piece: {whole:?}");
     assert!(whole.iter().any(|share| !(0.75..=1.25).contains(share)), "one piece: {whole:?}");
+}
+
+/// Retention in pieces still lets the fleet's oldest go first, exactly: whatever piece they sit
+/// in, the evicted tasks are the first written, the kept ones the last. A replica with a roomy
+/// limit writes them; one with a tight limit then evicts many rounds' worth at once, so each
+/// round must find the oldest 32 among pieces that hold them unevenly.
+async fn oldest_go_first_in_pieces(url: &str, shards: Option<usize>) {
+    let StoreUrl::Redis(target) = StoreUrl::parse(url).unwrap() else { panic!("{url} is not Redis") };
+    let prefix = format!("oldest-{}-{shards:?}", std::process::id());
+    let connect = |max_finished| {
+        let retention = Retention { max_finished, ..Retention::default() };
+        let options =
+            RedisOptions { prefix: prefix.clone(), retention, timeouts: Timeouts::default(), shards };
+        RedisStore::connect(target.clone(), options)
+    };
+    let (writer, reader) = (connect(100_000).await.unwrap(), connect(64).await.unwrap());
+    let alice = owner("alice");
+    const TASKS: usize = 300;
+    for i in 0..TASKS {
+        let done = task(&format!("t{i:04}"), "c", TaskState::Completed, i as i64);
+        write(&writer, &done, Bytes::from_static(b"e"), i as i64).await;
+        // Apart in time, so the finish order is the write order.
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // A read runs rounds first: the count is back under the limit.
+    let query = TaskQuery { page_size: 100, ..TaskQuery::default() };
+    let page = reader.list(&alice, &query).await.unwrap();
+    assert!((63..=64).contains(&page.total), "{} kept", page.total);
+    let mut kept = Vec::new();
+    for i in 0..TASKS {
+        kept.push(reader.get(&alice, &format!("t{i:04}")).await.unwrap().is_some());
+    }
+    let first_kept = kept.iter().position(|k| *k).unwrap();
+    assert!(kept[first_kept..].iter().all(|k| *k), "evicted: a prefix of the write order: {kept:?}");
+    assert_eq!(TASKS - first_kept, page.total);
+}
+
+#[tokio::test]
+async fn the_oldest_go_first_in_pieces_on_a_node() {
+    let Some(server) = super::redis_server::RedisServer::start() else { return };
+    oldest_go_first_in_pieces(&server.url(), Some(8)).await;
+}
+
+#[tokio::test]
+async fn the_oldest_go_first_in_pieces_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    oldest_go_first_in_pieces(&cluster.url(), None).await;
 }

@@ -47,6 +47,10 @@ const EVICT_BATCH: usize = 32;
 /// Rounds one wake runs at the most before it waits again (32 × 64 = 2,048 tasks).
 const MAX_ROUNDS: usize = 64;
 
+/// Looks at the pieces' oldest members a round takes at the most (each doubles how many it
+/// reads of a piece still used up: 3, 6, …, the batch).
+const LOOKS: usize = 6;
+
 /// How often each replica looks for tasks retention lets go by age.
 const AGE_TICK: Duration = Duration::from_secs(5);
 
@@ -161,12 +165,34 @@ impl Retainer {
     async fn round(&self, why: RetainFor) -> Result<usize, A2aError> {
         let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
         // Counts first (a few bytes per piece); the oldest members only if some must go.
-        let counts = self.look(cutoff, 0).await?;
-        let Some(candidates) = wanted(&counts, &self.retention, why) else {
-            self.recount(&counts, &[]);
+        let every: Vec<usize> = (0..self.pieces.len()).collect();
+        let mut looks = self.look(cutoff, &every, 0).await?;
+        let Some(candidates) = wanted(&looks, &self.retention, why) else {
+            self.recount(&looks, &[]);
             return Ok(0);
         };
-        let looks = self.look(cutoff, candidates).await?;
+        // The fleet's oldest, without reading `candidates` members of every piece: a few of
+        // each (tasks spread evenly), then more of each piece whose every member shown was
+        // chosen (its next one may be older than the cut); the others' unread members are
+        // newer than the cut, so the choice is exact once no piece is used up.
+        let mut asked = vec![0; looks.len()];
+        let mut need: Vec<usize> = every.into_iter().filter(|&i| looks[i].count > 0).collect();
+        let mut n = (candidates.div_ceil(looks.len()) + 1).min(candidates);
+        for _ in 0..LOOKS {
+            if need.is_empty() {
+                break;
+            }
+            for (i, look) in need.iter().zip(self.look(cutoff, &need, n).await?) {
+                (looks[*i], asked[*i]) = (look, n);
+            }
+            let chosen = choose(&looks, &self.retention, why);
+            let used_up = |i: &usize| {
+                let (look, shown) = (&looks[*i], looks[*i].oldest.len());
+                asked[*i] < candidates && look.count as usize > shown && chosen[*i].len() == shown
+            };
+            need = (0..looks.len()).filter(used_up).collect();
+            n = (n * 2).min(candidates);
+        }
         let chosen = choose(&looks, &self.retention, why);
         self.recount(&looks, &chosen);
         let mut takes = Vec::new();
@@ -203,10 +229,11 @@ impl Retainer {
         self.counted.1.store(bytes.saturating_sub(freed), Ordering::Relaxed);
     }
 
-    /// What every piece of the retention set holds, with its `oldest` members, in one round
-    /// trip.
-    async fn look(&self, cutoff: u64, oldest: usize) -> Result<Vec<Look>, A2aError> {
-        let parts = self.pieces.iter().map(|piece| {
+    /// What the `pieces` (indexes) of the retention set hold, with their `oldest` members, in
+    /// one round trip.
+    async fn look(&self, cutoff: u64, pieces: &[usize], oldest: usize) -> Result<Vec<Look>, A2aError> {
+        let parts = pieces.iter().map(|&i| {
+            let piece = &self.pieces[i];
             let mut peek = scripts::PEEK.prepare_invoke();
             peek.key(self.keys.finished(piece)).key(self.keys.finished_sizes(piece));
             peek.arg(cutoff).arg(oldest);
