@@ -4,6 +4,8 @@
 mod cluster;
 #[path = "common/redis.rs"]
 mod redis_server;
+#[path = "store/retention.rs"]
+mod retention;
 #[path = "store/suite.rs"]
 mod suite;
 

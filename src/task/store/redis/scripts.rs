@@ -21,8 +21,8 @@ use redis::Script;
 /// - `note(set, sizes, member, now, size)`: notes a finished task for retention (once: a
 ///   retried note adds nothing); returns {finished tasks, their bytes}, which the caller
 ///   compares with the limits to wake the evictor (`retention.rs`).
-/// - `size_of(sizes, member)`: the bytes a noted task holds. A member carries its size
-///   (`retention.rs`); one noted before that, its entry in `sizes`.
+/// - `size_of(sizes, member)`: the bytes a noted task holds, and whether they are in `sizes`.
+///   A member carries its size (`retention.rs`); one noted before that, its entry in `sizes`.
 const FUNCTIONS: &str = r"
 local function finish(task, events, push, fin, now, ttl)
   if fin then return '0' end
@@ -92,7 +92,9 @@ end
 local NEW_MEMBER = '|' .. string.rep('%x', 32) .. '|[^|]*|(%d+)$'
 
 local function size_of(sizes, member)
-  return tonumber(string.match(member, NEW_MEMBER)) or tonumber(redis.call('HGET', sizes, member) or '0')
+  local size = tonumber(string.match(member, NEW_MEMBER))
+  if size then return size, false end
+  return tonumber(redis.call('HGET', sizes, member) or '0'), true
 end
 ";
 
@@ -151,7 +153,8 @@ if n > 0 then oldest = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
 for i = 1, #oldest, 2 do
   table.insert(reply, oldest[i])
   table.insert(reply, oldest[i + 1])
-  table.insert(reply, size_of(KEYS[2], oldest[i]))
+  local size = size_of(KEYS[2], oldest[i])
+  table.insert(reply, size)
 end
 return reply
 ",
@@ -167,8 +170,9 @@ pub static TAKE: LazyLock<Script> = LazyLock::new(|| {
 local taken, freed = {}, 0
 for _, member in ipairs(ARGV) do
   if redis.call('ZREM', KEYS[1], member) == 1 then
-    freed = freed + size_of(KEYS[2], member)
-    redis.call('HDEL', KEYS[2], member)
+    local size, in_sizes = size_of(KEYS[2], member)
+    freed = freed + size
+    if in_sizes then redis.call('HDEL', KEYS[2], member) end
     table.insert(taken, member)
   end
 end
