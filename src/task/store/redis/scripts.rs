@@ -168,14 +168,16 @@ pub static TAKE: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
         r"
 local taken, freed = {}, 0
-for _, member in ipairs(ARGV) do
-  if redis.call('ZREM', KEYS[1], member) == 1 then
+local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
+for i, member in ipairs(ARGV) do
+  if scores[i] then
     local size, in_sizes = size_of(KEYS[2], member)
     freed = freed + size
     if in_sizes then redis.call('HDEL', KEYS[2], member) end
     table.insert(taken, member)
   end
 end
+if #taken > 0 then redis.call('ZREM', KEYS[1], unpack(taken)) end
 if freed > 0 then redis.call('HINCRBY', KEYS[2], '#', -freed) end
 return taken
 ",
