@@ -19,10 +19,12 @@
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
 //! slot; an owner's indexes share another, and on a cluster they and the retention set are in
-//! pieces (`{o:<owner>~n}`, `{finished~n}`) spread over the nodes ([`keys`], "Shards"). So on a cluster a write is two atomic steps: the
-//! task (one script), then its index entries and retention (one pipeline); a single node runs
-//! both in one script (`WRITE`), and a task finished by its first write in one `MULTI` of
-//! native commands (`born_finished.rs`). Retention evicts in the background (`retention.rs`).
+//! pieces (`{o:<owner>~n}`, `{finished~n}`) spread over the nodes ([`keys`], "Shards"). So on a
+//! cluster a write is atomic per slot: the task (one script), then its index entries and
+//! retention (a script each, sent together); a single node runs both in one script (`WRITE`). A
+//! task finished by its first write takes native commands instead (`born_finished.rs`): one
+//! `MULTI` on a node, one per slot, all at once, on a cluster. Retention evicts in the
+//! background (`retention.rs`).
 //! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
