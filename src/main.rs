@@ -176,7 +176,8 @@ async fn run(config: Config) -> Result<(), BoxError> {
         server = server.card_signer(signer);
     }
     let in_fleet =
-        match StoreUrl::parse(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}"))) {
+        match config.redis.store_url(&config.store).unwrap_or_else(|e| config_error(format!("--store: {e}")))
+        {
             StoreUrl::Memory => {
                 server = server.store(Arc::new(MemoryStore::new(config.retention())));
                 false

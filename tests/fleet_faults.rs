@@ -7,7 +7,9 @@
 //! - (b) Redis killed with `kill -9` under `appendfsync always`, down longer than the lease (three times);
 //! - (c) a rolling restart (SIGTERM, wait for the exit, start again on the same port) of all
 //!   three replicas, 3-2-1 then 1-2-3;
-//! - (d) `kill -9` of the replica that owns running tasks, followed on both survivors.
+//! - (d) `kill -9` of the replica that owns running tasks, followed on both survivors;
+//! - (e) `kill -9` of the Redis primary under three Sentinels, the replicas started with
+//!   `--redis-wait-replicas 1` (`faults/failover.rs`).
 //!
 //! Afterwards every task a client was told about is read back. The checks are DESIGN §5's three
 //! rules: an answer means stored (no acknowledged task missing or behind its answer), an event
@@ -26,6 +28,8 @@
 //!
 //! Without `redis-server` or nginx the suite skips loudly, except under `CI=true`, where it fails.
 mod common;
+#[path = "faults/failover.rs"]
+mod failover;
 #[path = "faults/ledger.rs"]
 mod ledger;
 #[path = "faults/traffic.rs"]
@@ -41,7 +45,7 @@ use std::time::Duration;
 use a2a_server::proto::{GetTaskRequest, SendMessageConfiguration, SendMessageRequest, TaskState};
 use common::fleet::{Replica, unique_prefix};
 use common::nginx::{Nginx, free_port};
-use common::redis::RedisServer;
+use common::redis::{RedisSentinels, RedisServer};
 use ledger::{Ledger, Policy, Row};
 use tokio::time::Instant;
 use traffic::{Clients, follow};
@@ -75,6 +79,7 @@ enum Fault {
     RedisKill9,
     RollingRestart,
     OwnerKill9,
+    SentinelFailover,
 }
 
 impl Fault {
@@ -86,6 +91,7 @@ impl Fault {
             Fault::RedisKill9 => format!("(b) Redis kill -9 {}x{OUTAGE:.0?}, AOF always", outages(self)),
             Fault::RollingRestart => "(c) rolling restart 3-2-1, 1-2-3".to_owned(),
             Fault::OwnerKill9 => "(d) kill -9 of an owner".to_owned(),
+            Fault::SentinelFailover => "(e) primary kill -9, Sentinel, WAIT 1".to_owned(),
         }
     }
 
@@ -95,13 +101,39 @@ impl Fault {
             Fault::RedisKill9 => "b",
             Fault::RollingRestart => "c",
             Fault::OwnerKill9 => "d",
+            Fault::SentinelFailover => "e",
+        }
+    }
+}
+
+/// What the fleet's Redis is.
+enum Backend {
+    /// One node (with its append-only file).
+    Node(RedisServer),
+    /// A primary and replicas under Sentinels.
+    Sentinels(RedisSentinels),
+}
+
+impl Backend {
+    fn url(&self) -> String {
+        match self {
+            Backend::Node(node) => node.url(),
+            Backend::Sentinels(sentinels) => sentinels.url(),
+        }
+    }
+
+    /// The single node (the scenarios that stop and start it use one).
+    fn node(&mut self) -> &mut RedisServer {
+        match self {
+            Backend::Node(node) => node,
+            Backend::Sentinels(sentinels) => &mut sentinels.nodes[0],
         }
     }
 }
 
 /// Redis, three replicas on ports of their own, nginx over them.
 struct Stage {
-    redis: RedisServer,
+    redis: Backend,
     replicas: Vec<Replica>,
     ports: Vec<u16>,
     nginx: Nginx,
@@ -109,11 +141,12 @@ struct Stage {
 }
 
 impl Stage {
-    fn start(fault: Fault, redis: RedisServer) -> Self {
+    fn start(fault: Fault, redis: Backend, extra: &[&str]) -> Self {
         let prefix = unique_prefix();
         let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let lease = LEASE.as_millis().to_string();
-        let args = ["--lease-ms", &lease, "--drain-timeout-secs", "30"];
+        let mut args = vec!["--lease-ms", &lease, "--drain-timeout-secs", "30"];
+        args.extend_from_slice(extra);
         let replicas = ports
             .iter()
             .enumerate()
@@ -161,6 +194,22 @@ impl Stage {
         let _ = writeln!(file, "{}.{:03} {text}", now.as_secs(), now.subsec_millis());
     }
 
+    /// Stops the clients, reads every task back from all three replicas, keeps the logs: the
+    /// scenario's row.
+    async fn finish(
+        &self,
+        fault: Fault,
+        clients: &Clients,
+        handles: Vec<tokio::task::JoinHandle<()>>,
+    ) -> Row {
+        self.note(fault, "clients stopping");
+        clients.stop(handles).await;
+        self.note(fault, "clients stopped; reading back");
+        read_back(&clients.ledger, &self.replica_urls(&[0, 1, 2])).await;
+        self.keep_logs(fault, &clients.ledger);
+        clients.ledger.row(&fault.name())
+    }
+
     fn replica_urls(&self, which: &[usize]) -> Vec<String> {
         which.iter().map(|&r| self.replicas[r].url()).collect()
     }
@@ -187,11 +236,15 @@ fn clients(stage: &Stage, ledger: &Arc<Ledger>) -> Arc<Clients> {
     Clients::new(ledger.clone(), stage.nginx.grpc_url(), stage.nginx.http_url())
 }
 
+fn aof_node() -> RedisServer {
+    RedisServer::start_with_aof("everysec").expect("redis-server")
+}
+
 /// (a) and (b): Redis goes away for longer than the lease under traffic, and comes back.
 async fn redis_outage(fault: Fault) -> Row {
     let kill = matches!(fault, Fault::RedisKill9);
     let redis = RedisServer::start_with_aof(if kill { "always" } else { "everysec" }).expect("redis-server");
-    let mut stage = Stage::start(fault, redis);
+    let mut stage = Stage::start(fault, Backend::Node(redis), &[]);
     let policy = Policy { excused: DURING_OUTAGE, expected_end: TaskState::Completed };
     let ledger = Arc::new(Ledger::new(policy));
     let clients = clients(&stage, &ledger);
@@ -199,24 +252,21 @@ async fn redis_outage(fault: Fault) -> Row {
     for _ in 0..outages(fault) {
         tokio::time::sleep(Duration::from_secs(3)).await;
         stage.note(fault, if kill { "redis kill -9" } else { "redis SHUTDOWN" });
-        tokio::task::block_in_place(|| if kill { stage.redis.kill9() } else { stage.redis.shutdown() });
+        tokio::task::block_in_place(|| {
+            if kill { stage.redis.node().kill9() } else { stage.redis.node().shutdown() }
+        });
         tokio::time::sleep(OUTAGE).await;
         stage.note(fault, "redis restarting");
-        tokio::task::block_in_place(|| stage.redis.restart());
+        tokio::task::block_in_place(|| stage.redis.node().restart());
         stage.note(fault, "redis up");
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
-    stage.note(fault, "clients stopping");
-    clients.stop(handles).await;
-    stage.note(fault, "clients stopped; reading back");
-    read_back(&ledger, &stage.replica_urls(&[0, 1, 2])).await;
-    stage.keep_logs(fault, &ledger);
-    ledger.row(&fault.name())
+    stage.finish(fault, &clients, handles).await
 }
 
 /// (c): every replica in turn drains and starts again on its port, twice over, under traffic.
 async fn rolling_restart(fault: Fault) -> Row {
-    let mut stage = Stage::start(fault, RedisServer::start_with_aof("everysec").expect("redis-server"));
+    let mut stage = Stage::start(fault, Backend::Node(aof_node()), &[]);
     let policy = Policy { excused: RESUMABLE_CLOSE_ONLY, expected_end: TaskState::Completed };
     let ledger = Arc::new(Ledger::new(policy));
     let clients = clients(&stage, &ledger);
@@ -236,19 +286,14 @@ async fn rolling_restart(fault: Fault) -> Row {
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stage.note(fault, "clients stopping");
-    clients.stop(handles).await;
-    stage.note(fault, "clients stopped; reading back");
-    read_back(&ledger, &stage.replica_urls(&[0, 1, 2])).await;
     // The restarted processes' logs (the drained ones were kept before each restart).
-    stage.keep_logs(fault, &ledger);
-    ledger.row(&fault.name())
+    stage.finish(fault, &clients, handles).await
 }
 
 /// (d): running tasks owned by r1, followed on r2 and r3 directly and through nginx; r1 is
 /// killed; every survivor's subscribers must get FAILED within the lease + 5 s.
 async fn owner_kill9(fault: Fault) -> Row {
-    let mut stage = Stage::start(fault, RedisServer::start_with_aof("everysec").expect("redis-server"));
+    let mut stage = Stage::start(fault, Backend::Node(aof_node()), &[]);
     // A kill -9 breaks the streams that ran through the dead replica: those breaks, and a
     // resume elsewhere, are reported but not held against the fault.
     let policy = Policy { excused: DURING_OUTAGE, expected_end: TaskState::Failed };
@@ -357,6 +402,7 @@ async fn run(fault: Fault) -> Row {
             Fault::RedisShutdown | Fault::RedisKill9 => redis_outage(fault).await,
             Fault::RollingRestart => rolling_restart(fault).await,
             Fault::OwnerKill9 => owner_kill9(fault).await,
+            Fault::SentinelFailover => failover::primary_kill9(fault).await,
         }
     })
     .await;
@@ -427,7 +473,8 @@ fn table(rows: &[Row]) -> String {
          a Task. failed: error answers through nginx that no fault excuses (excused: UNAVAILABLE while \
          Redis is down in (a)(b), the resumable close). reconnect: longest stream break to its next item. \
          rep-lost: tasks FAILED as \"replica lost\". final-Task: resumes of a task that ended meanwhile, \
-         answered with its final Task (resume.md 4.4). FAILED in: (d) slowest kill -9 to FAILED on a survivor.\n",
+         answered with its final Task (resume.md 4.4). FAILED in: (d) slowest kill -9 to FAILED on a survivor; \
+         (e) slowest kill -9 of the primary to SERVING again on every replica.\n",
     );
     for row in rows {
         for line in row.details.iter().take(8) {
@@ -454,6 +501,12 @@ fn broken(fault: Fault, row: &Row) -> Vec<String> {
     must_be_zero("gaps or duplicates", row.gaps);
     match fault {
         Fault::OwnerKill9 => must_be_zero("late or missing FAILED on a survivor", row.late),
+        Fault::SentinelFailover => {
+            must_be_zero("replicas not SERVING again in time", row.late);
+            must_be_zero("snapshot resumes", row.snapshot_resumes);
+            must_be_zero("failed calls", row.failed_calls);
+            must_be_zero("tasks failed as replica lost", row.replica_lost);
+        }
         _ => {
             must_be_zero("snapshot resumes", row.snapshot_resumes);
             must_be_zero("failed calls", row.failed_calls);
@@ -476,7 +529,13 @@ async fn faults_lose_nothing_through_nginx() {
     }
     let started = Instant::now();
     clear_old_logs();
-    let faults = [Fault::RedisShutdown, Fault::RedisKill9, Fault::RollingRestart, Fault::OwnerKill9];
+    let faults = [
+        Fault::RedisShutdown,
+        Fault::RedisKill9,
+        Fault::RollingRestart,
+        Fault::OwnerKill9,
+        Fault::SentinelFailover,
+    ];
     let only = std::env::var("FLEET_FAULTS").unwrap_or_default();
     let mut rows = Vec::new();
     let mut broken_all = Vec::new();

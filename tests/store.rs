@@ -4,6 +4,8 @@
 mod cluster;
 #[path = "common/redis.rs"]
 mod redis_server;
+#[path = "store/replicated.rs"]
+mod replicated;
 #[path = "store/retention.rs"]
 mod retention;
 #[path = "store/suite.rs"]
@@ -43,7 +45,12 @@ async fn redis_store_in(
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let StoreUrl::Redis(target) = StoreUrl::parse(url).unwrap() else { panic!("{url} is not Redis") };
     let prefix = format!("test{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    RedisStore::connect(target, RedisOptions { prefix, retention, timeouts, shards }).await.unwrap()
+    RedisStore::connect(
+        target,
+        RedisOptions { prefix, retention, timeouts, shards, ..RedisOptions::default() },
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]

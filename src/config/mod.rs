@@ -14,8 +14,11 @@ use crate::push::PushEvents;
 use crate::server::ClientAuth;
 use crate::ui::UiMode;
 
+mod redis;
 pub mod settings;
 mod values;
+
+pub use redis::RedisFlags;
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
 #[derive(Debug, Clone, Parser)]
@@ -73,15 +76,9 @@ pub struct Config {
     #[arg(long, env = "A2A_STORE", default_value = "memory")]
     pub store: String,
 
-    /// Prefix of every Redis key, so several deployments can share one Redis.
-    #[arg(long, env = "A2A_REDIS_PREFIX", default_value = "a2a")]
-    pub redis_prefix: String,
-
-    /// Pieces each owner's ListTasks index and the retention set are split into, so a Redis
-    /// Cluster spreads them over its nodes (default: 1 on a single node, 16 on a cluster).
-    /// Fixed for a deployment's life, like the prefix.
-    #[arg(long, env = "A2A_REDIS_SHARDS", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub redis_shards: Option<u64>,
+    /// The Redis store's own settings (`--redis-…`).
+    #[command(flatten)]
+    pub redis: RedisFlags,
 
     /// Milliseconds a replica's ownership of a running task lasts unless renewed (a third of
     /// it, over and over); a replica that dies is replaced within about this much.

@@ -204,12 +204,7 @@ impl Config {
 
     /// The Redis store options (with `--store redis…`).
     pub fn redis_options(&self) -> RedisOptions {
-        RedisOptions {
-            prefix: self.redis_prefix.clone(),
-            retention: self.retention(),
-            shards: self.redis_shards.and_then(|n| usize::try_from(n).ok()),
-            ..RedisOptions::default()
-        }
+        RedisOptions { retention: self.retention(), ..self.redis.options() }
     }
 
     /// The core's settings.

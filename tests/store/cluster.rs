@@ -90,8 +90,13 @@ async fn oldest_go_first_in_pieces(url: &str, shards: Option<usize>) {
     let prefix = format!("oldest-{}-{shards:?}", std::process::id());
     let connect = |max_finished| {
         let retention = Retention { max_finished, ..Retention::default() };
-        let options =
-            RedisOptions { prefix: prefix.clone(), retention, timeouts: Timeouts::default(), shards };
+        let options = RedisOptions {
+            prefix: prefix.clone(),
+            retention,
+            timeouts: Timeouts::default(),
+            shards,
+            ..RedisOptions::default()
+        };
         RedisStore::connect(target.clone(), options)
     };
     let (writer, reader) = (connect(100_000).await.unwrap(), connect(64).await.unwrap());

@@ -82,7 +82,6 @@ impl RedisStore {
         self.index_commands(if cluster { &mut index } else { &mut own }, &oid, task, &place, &context);
         let note_in = if cluster { &mut note } else { &mut own };
         self.note_commands(note_in, &oid, task, (&place, &context), now, size);
-        let limit = self.redis.timeouts().command;
         let (bytes, count): (i64, u64) = if cluster {
             let (mut a, mut b, mut c) = (self.redis.conn(), self.redis.conn(), self.redis.conn());
             let writes = async {
@@ -93,10 +92,10 @@ impl RedisStore {
                 )?;
                 Ok(noted)
             };
-            self.redis.run("born_finished", limit, writes).await?
+            self.redis.write("born_finished", writes).await?
         } else {
             let mut conn = self.redis.conn();
-            self.redis.run("born_finished", limit, own.query_async(&mut conn)).await?
+            self.redis.write("born_finished", own.query_async(&mut conn)).await?
         };
         self.retainer.noted(count, bytes, size);
         Ok(())

@@ -1,16 +1,18 @@
-//! Connections: one shared multiplexed connection (single node or cluster) for every short
-//! command, and a pool of dedicated connections for blocking reads, each call bounded by a
-//! named timeout and counted.
+//! Connections: one shared multiplexed connection (to the primary through a [`Link`], or to a
+//! cluster) for every short command, and a pool of dedicated connections for blocking reads,
+//! each call bounded by a named timeout and counted.
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, RedisFuture, RedisResult, Value};
+use redis::{Cmd, RedisFuture, RedisResult, Value};
 
+use super::acks::{Acks, WaitFor};
+use super::link::{Link, LinkConn, Source, open};
 use crate::error::A2aError;
 use crate::task::store::url::RedisTarget;
 
@@ -44,10 +46,11 @@ pub enum Part<'a> {
 /// A connection of either topology; cheap to clone (clones share the socket).
 #[derive(Clone)]
 pub enum Conn {
-    /// A single node, reconnecting by itself.
-    Single(ConnectionManager),
-    /// A dedicated single-node connection (blocking reads).
-    Dedicated(MultiplexedConnection),
+    /// The primary (a node, or the one Sentinels name), reconnecting on the next call.
+    Single(LinkConn),
+    /// A dedicated connection to the primary (blocking reads), and the link's generation
+    /// it was opened in.
+    Dedicated(MultiplexedConnection, u64),
     /// A Redis Cluster, routing each command by its key's slot.
     Cluster(ClusterConnection),
 }
@@ -56,7 +59,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Dedicated(c) => c.req_packed_command(cmd),
+            Conn::Dedicated(c, _) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -69,7 +72,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Dedicated(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Dedicated(c, _) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -77,7 +80,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Dedicated(c) => c.get_db(),
+            Conn::Dedicated(c, _) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }
@@ -87,6 +90,10 @@ impl ConnectionLike for Conn {
 /// address to name in errors (never the password).
 pub struct Redis {
     shared: Conn,
+    /// The primary's link (none on a cluster).
+    link: Option<Arc<Link>>,
+    /// The replicated-acknowledgement waiter (with `--redis-wait-replicas` above 0).
+    acks: Option<Arc<Acks>>,
     target: RedisTarget,
     timeouts: Timeouts,
     /// Idle dedicated connections; a blocking XREAD would stall every other command on a
@@ -102,16 +109,44 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Connects and checks with a PING, within the connect timeout.
-    pub async fn connect(target: RedisTarget, timeouts: Timeouts) -> Result<Arc<Self>, String> {
-        let shared = tokio::time::timeout(timeouts.connect, open(&target, timeouts, true))
-            .await
-            .map_err(|_| {
-                format!("cannot reach Redis at {}: no answer within {:?}", target.address(), timeouts.connect)
-            })?
-            .map_err(|e| format!("cannot reach Redis at {}: {e}", target.address()))?;
+    /// Connects and checks with a PING, within the connect timeout; with `wait.replicas` above
+    /// 0, starts the waiter for replicated acknowledgements (`acks.rs`), whose own key is
+    /// `wait_key`.
+    pub async fn connect(
+        target: RedisTarget,
+        timeouts: Timeouts,
+        wait: WaitFor,
+        wait_key: String,
+    ) -> Result<Arc<Self>, String> {
+        let address = target.address();
+        let unreachable = |e: String| format!("cannot reach Redis at {address}: {e}");
+        let (shared, link) = match &target {
+            RedisTarget::Cluster(_) => {
+                if wait.replicas > 0 {
+                    return Err(
+                        "--redis-wait-replicas needs a single Redis node or Sentinels, not a cluster".into(),
+                    );
+                }
+                let opening = open_cluster(&target, timeouts, true);
+                let conn = tokio::time::timeout(timeouts.connect, opening)
+                    .await
+                    .map_err(|_| unreachable(format!("no answer within {:?}", timeouts.connect)))?
+                    .map_err(|e| unreachable(e.to_string()))?;
+                (conn, None)
+            }
+            RedisTarget::Node(info) => link_of(Source::Node(info.clone()), timeouts),
+            RedisTarget::Sentinel(sentinel) => {
+                link_of(Source::sentinel(sentinel).map_err(|e| unreachable(e.to_string()))?, timeouts)
+            }
+        };
+        let acks = match &link {
+            Some(link) if wait.replicas > 0 => Some(Acks::start(wait, link.clone(), wait_key)),
+            _ => None,
+        };
         let redis = Arc::new(Self {
             shared,
+            link,
+            acks,
             target,
             timeouts,
             blocking: Mutex::new(Vec::new()),
@@ -119,7 +154,12 @@ impl Redis {
             trouble_ms: AtomicU64::new(0),
             run_id: Mutex::new(None),
         });
-        redis.query::<String>("ping", &redis::cmd("PING")).await.map_err(|e| e.to_string())?;
+        let ping = redis::cmd("PING");
+        let ping = redis.query::<String>("ping", &ping);
+        tokio::time::timeout(timeouts.connect + timeouts.command, ping)
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", timeouts.connect)))?
+            .map_err(|e| e.to_string())?;
         Ok(redis)
     }
 
@@ -164,6 +204,18 @@ impl Redis {
         if self.is_cluster() {
             return Ok(());
         }
+        if let Some(link) = self.link.as_ref().filter(|link| link.follows_sentinels()) {
+            // Never keep writing to a demoted primary: Sentinels may have moved it while this
+            // replica's connection stayed open (a paused primary, resumed after a failover,
+            // takes writes until Sentinel turns it into a replica).
+            let generation = link.generation();
+            let role: Vec<Value> = self.query("role", &redis::cmd("ROLE")).await?;
+            if !matches!(role.first(), Some(Value::BulkString(role)) if role == b"master") {
+                tracing::warn!(address = %self.target.address(), "the Redis node is no longer the primary");
+                link.drop_generation(generation);
+                self.trouble();
+            }
+        }
         let info: String = self.query("info", redis::cmd("INFO").arg("server")).await?;
         let run_id =
             info.lines().find_map(|line| line.strip_prefix("run_id:")).map(|id| id.trim().to_owned());
@@ -176,6 +228,35 @@ impl Redis {
             *last = run_id;
         }
         Ok(())
+    }
+
+    /// Runs a write that an answer or an event depends on: with `--redis-wait-replicas`, it
+    /// returns only once that many replicas hold it (`acks.rs`); a write they did not
+    /// acknowledge in time fails as UNAVAILABLE, and its caller's retry finds what landed.
+    pub async fn write<T>(
+        &self,
+        op: &'static str,
+        call: impl Future<Output = RedisResult<T>>,
+    ) -> Result<T, A2aError> {
+        let before = self.generation();
+        let value = self.run(op, self.timeouts.command, call).await?;
+        self.replicated(before).await?;
+        Ok(value)
+    }
+
+    /// With `--redis-wait-replicas`, waits until the replicas hold every write this process
+    /// saw answered since generation `before` began (see [`Redis::generation`]).
+    pub async fn replicated(&self, before: u64) -> Result<(), A2aError> {
+        let Some(acks) = &self.acks else { return Ok(()) };
+        // A write sent over one connection counts only if no other opened meanwhile.
+        let generation = if self.generation() == before { before } else { 0 };
+        acks.replicated(generation).await
+    }
+
+    /// The primary link's generation now (0 on a cluster, or with no connection open); take
+    /// it before a write whose replication [`Redis::replicated`] is to confirm.
+    pub fn generation(&self) -> u64 {
+        self.link.as_ref().map_or(0, |link| link.generation())
     }
 
     /// Runs one command on the shared connection.
@@ -254,13 +335,13 @@ impl Redis {
         block: Duration,
         cmd: &Cmd,
     ) -> Result<T, A2aError> {
+        let generation = self.generation();
         let pooled = self.blocking.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut conn = match pooled {
+            // One opened before a reconnect may talk to a node that is no longer the primary.
+            Some(Conn::Dedicated(_, opened)) if opened != generation => self.dedicated().await?,
             Some(conn) => conn,
-            None => {
-                let opening = open(&self.target, self.timeouts, false);
-                self.run("connect", self.timeouts.connect, opening).await?
-            }
+            None => self.dedicated().await?,
         };
         let limit = block + self.timeouts.command;
         let value = self.run(op, limit, cmd.query_async(&mut conn)).await?;
@@ -272,26 +353,34 @@ impl Redis {
     }
 }
 
-/// Opens a connection: `shared` ones reconnect by themselves (and time out each command);
-/// dedicated ones carry no response timeout of their own (their caller bounds each call).
-async fn open(target: &RedisTarget, timeouts: Timeouts, shared: bool) -> RedisResult<Conn> {
+impl Redis {
+    /// A new dedicated connection: to the primary the link talks to now, or to the cluster.
+    async fn dedicated(&self) -> Result<Conn, A2aError> {
+        let limit = self.timeouts.connect;
+        match &self.link {
+            Some(link) => {
+                let live = self.run("connect", limit, link.live()).await?;
+                let opened = self.run("connect", limit, open(&live.client, self.timeouts, None)).await?;
+                Ok(Conn::Dedicated(opened, live.generation))
+            }
+            None => self.run("connect", limit, open_cluster(&self.target, self.timeouts, false)).await,
+        }
+    }
+}
+
+/// The shared connection and link for a primary found through `source`.
+fn link_of(source: Source, timeouts: Timeouts) -> (Conn, Option<Arc<Link>>) {
+    let link = Arc::new(Link::new(source, timeouts));
+    (Conn::Single(LinkConn(link.clone())), Some(link))
+}
+
+/// Opens a cluster connection: `shared` ones time out each command; dedicated ones carry no
+/// response timeout of their own (their caller bounds each call).
+async fn open_cluster(target: &RedisTarget, timeouts: Timeouts, shared: bool) -> RedisResult<Conn> {
     let response = shared.then_some(timeouts.command);
     match target {
-        RedisTarget::Node(info) => {
-            let client = redis::Client::open(ConnectionInfo::clone(info))?;
-            if shared {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeouts.connect))
-                    .set_response_timeout(response)
-                    .set_number_of_retries(2)
-                    .set_max_delay(Duration::from_secs(1));
-                Ok(Conn::Single(ConnectionManager::new_with_config(client, config).await?))
-            } else {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(timeouts.connect))
-                    .set_response_timeout(None);
-                Ok(Conn::Dedicated(client.get_multiplexed_async_connection_with_config(&config).await?))
-            }
+        RedisTarget::Node(_) | RedisTarget::Sentinel(_) => {
+            Err(redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "not a cluster")))
         }
         RedisTarget::Cluster(nodes) => {
             let mut builder =

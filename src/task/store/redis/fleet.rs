@@ -110,6 +110,7 @@ impl RedisStore {
             cmd.arg("BLOCK").arg(millis(block).max(1));
         }
         cmd.arg("STREAMS").arg(self.keys.events(task_id)).arg(format!("{after_seq}-0"));
+        let before = self.redis.generation();
         let reply: Option<Vec<(String, Vec<Entry>)>> = match block {
             Some(block) => self.redis.blocking("read_events", block, &cmd).await?,
             None => self.redis.query("read_events", &cmd).await?,
@@ -125,6 +126,10 @@ impl RedisStore {
             }
             let payload = fields.into_iter().nth(1).unwrap_or_default();
             events.push((seq, Bytes::from(payload)));
+        }
+        if !events.is_empty() {
+            // An event shown means stored: another replica's append may not be replicated yet.
+            self.redis.replicated(before).await?;
         }
         Ok(EventBatch::Events(events))
     }

@@ -28,10 +28,12 @@
 //! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
+mod acks;
 mod born_finished;
 mod conn;
 mod fleet;
 pub mod keys;
+mod link;
 mod list;
 mod parked;
 mod push_quota;
@@ -47,6 +49,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use prost::Message;
 
+pub use acks::WaitFor;
 pub use conn::Timeouts;
 pub use fleet::{EventBatch, Fenced, StreamBounds};
 pub use replica::Orphan;
@@ -78,12 +81,17 @@ pub struct RedisOptions {
     /// `None`: one on a single node, [`CLUSTER_SHARDS`] on a cluster. Fixed for a deployment's
     /// life, like the prefix: entries written under another count are not found.
     pub shards: Option<usize>,
+    /// Replicated acknowledgements (`--redis-wait-replicas`, `acks.rs`).
+    pub wait: WaitFor,
 }
 
 /// Pieces of what tasks share, on a cluster: enough that a cluster of up to 16 equal nodes
 /// gets an even share each, few enough that ListTasks (which reads every piece of the
 /// owner's index) stays one round trip of small reads.
 pub const CLUSTER_SHARDS: usize = 16;
+
+/// How long replicas may take to acknowledge a write (`--redis-wait-timeout-ms`).
+pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_millis(1_000);
 
 /// The most pieces a deployment may ask for.
 pub const MAX_SHARDS: usize = 1_024;
@@ -95,6 +103,7 @@ impl Default for RedisOptions {
             retention: Retention::default(),
             timeouts: Timeouts::default(),
             shards: None,
+            wait: WaitFor { replicas: 0, timeout: DEFAULT_WAIT_TIMEOUT },
         }
     }
 }
@@ -126,7 +135,8 @@ impl RedisStore {
         if options.prefix.is_empty() || options.prefix.contains(['{', '}']) {
             return Err(format!("--redis-prefix {:?} must be non-empty and without braces", options.prefix));
         }
-        let redis = Redis::connect(target, options.timeouts).await?;
+        let wait_key = format!("{}:wait:{}", options.prefix, uuid::Uuid::new_v4().simple());
+        let redis = Redis::connect(target, options.timeouts, options.wait, wait_key).await?;
         let shards = options.shards.unwrap_or(if redis.is_cluster() { CLUSTER_SHARDS } else { 1 });
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(format!("--redis-shards {shards} must be between 1 and {MAX_SHARDS}"));
@@ -227,10 +237,15 @@ impl RedisStore {
     /// The stored task's encoding and its seq, if it exists and belongs to `owner`.
     async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
+        let before = self.redis.generation();
         let (bytes, stored_owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
             self.redis.query("get", &cmd).await?;
         match (bytes, stored_owner) {
-            (Some(bytes), Some(stored)) if stored == owner_id(owner) => Ok(Some((bytes, seq.unwrap_or(0)))),
+            (Some(bytes), Some(stored)) if stored == owner_id(owner) => {
+                // What a reader is shown must be replicated too (it may be a write in flight).
+                self.redis.replicated(before).await?;
+                Ok(Some((bytes, seq.unwrap_or(0))))
+            }
             _ => Ok(None),
         }
     }
@@ -264,10 +279,12 @@ impl TaskStore for RedisStore {
         save.arg(&bytes[..]).arg(owner_arg).arg(finished).arg(now).arg(ttl);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
+        let before = self.redis.generation();
         let reply: Vec<String> = self.redis.run("save", limit, save.invoke_async(&mut conn)).await?;
         match reply.as_slice() {
             [ok, newly, size] if ok == "ok" => {
-                self.indexed(&oid, &task, newly == "1", size.parse().unwrap_or(0)).await
+                self.indexed(&oid, &task, newly == "1", size.parse().unwrap_or(0)).await?;
+                self.redis.replicated(before).await
             }
             _ => Err(A2aError::Internal(format!("task {} is stored for another owner", task.id))),
         }
@@ -297,8 +314,7 @@ impl TaskStore for RedisStore {
             .arg(registration.encode())
             .arg(limits.per_task);
         let mut conn = self.redis.conn();
-        let limit = self.redis.timeouts().command;
-        let stored = self.redis.run("put_push_config", limit, put.invoke_async::<i64>(&mut conn)).await;
+        let stored = self.redis.write("put_push_config", put.invoke_async::<i64>(&mut conn)).await;
         if !matches!(stored, Ok(1..)) && reservation == push_quota::Reservation::New {
             let _ = self.release_push(owner, &config.task_id, &config.id).await;
         }
@@ -334,7 +350,8 @@ impl TaskStore for RedisStore {
     ) -> Result<(), A2aError> {
         let field = format!("{}/{config_id}", owner_id(owner));
         let cmd = redis::cmd("HDEL").arg(self.keys.push(task_id)).arg(field).to_owned();
-        self.redis.query::<i64>("delete_push_config", &cmd).await?;
+        let mut conn = self.redis.conn();
+        self.redis.write("delete_push_config", cmd.query_async::<i64>(&mut conn)).await?;
         self.release_push(owner, task_id, config_id).await
     }
 

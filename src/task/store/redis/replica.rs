@@ -50,6 +50,8 @@ impl RedisStore {
         self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease, reindex).await
     }
 
+    /// [`RedisStore::append_batch`] for the owner id `oid`; whatever the script found (written
+    /// now, landed before, or fenced), it counts only once replicated.
     #[allow(clippy::too_many_arguments)]
     async fn append_batch_as(
         &self,
@@ -62,6 +64,7 @@ impl RedisStore {
         reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, None, oid);
+        let before = self.redis.generation();
         let single = !self.redis.is_cluster();
         let mut write =
             if single { scripts::WRITE.prepare_invoke() } else { scripts::APPEND_BATCH.prepare_invoke() };
@@ -92,7 +95,7 @@ impl RedisStore {
             Some([outcome, detail]) => (outcome.clone(), detail.clone()),
             _ => return Err(A2aError::Internal(format!("unexpected append reply {reply:?}"))),
         };
-        Ok(match outcome.as_str() {
+        let appended = match outcome.as_str() {
             "ok" => {
                 let newly_finished = detail == "1";
                 if single {
@@ -110,7 +113,9 @@ impl RedisStore {
             "finished" => Err(Fenced::Finished),
             "lease" => Err(Fenced::Lease { holder: Some(detail).filter(|h| !h.is_empty()) }),
             _ => Err(Fenced::Owner),
-        })
+        };
+        self.redis.replicated(before).await?;
+        Ok(appended)
     }
 
     /// Puts `payload` in `replica`'s inbox.
