@@ -80,17 +80,16 @@ async fn a_cluster_refuses_replicated_acknowledgements() {
     assert!(error.contains("--redis-wait-replicas"), "{error}");
 }
 
-/// Saves `id` until it works (within 30 s, the bound for coming back), counting the
+/// Runs `call` until it works (within 30 s, the bound for coming back), counting the
 /// failures meanwhile; every failure must be UNAVAILABLE, none may hang.
-async fn save_until_it_works(store: &RedisStore, id: &str) -> usize {
-    let alice = owner("alice");
+async fn until_it_works<T, F: std::future::Future<Output = Result<T, a2a_server::error::A2aError>>>(
+    mut call: impl FnMut() -> F,
+) -> (T, usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut failures = 0;
     loop {
-        let saved =
-            tokio::time::timeout(BOUND, store.save(&alice, task(id, "c", TaskState::Working, 1))).await;
-        match saved.expect("no hang") {
-            Ok(()) => return failures,
+        match tokio::time::timeout(BOUND, call()).await.expect("no hang") {
+            Ok(value) => return (value, failures),
             Err(error) => {
                 assert_eq!(error.reason(), "UNAVAILABLE", "{error}");
                 assert!(Instant::now() < deadline, "still failing 30 s on: {error}");
@@ -101,11 +100,21 @@ async fn save_until_it_works(store: &RedisStore, id: &str) -> usize {
     }
 }
 
+async fn save_until_it_works(store: &RedisStore, id: &str) -> usize {
+    let alice = owner("alice");
+    until_it_works(|| store.save(&alice, task(id, "c", TaskState::Working, 1))).await.1
+}
+
+/// Whether `id` is stored, read as soon as reads work (a replica may be rejoining).
+async fn stored(store: &RedisStore, id: &str) -> bool {
+    let alice = owner("alice");
+    until_it_works(|| store.get(&alice, id)).await.0.is_some()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_lead_the_store_to_the_new_primary() {
     let Some(mut topology) = tokio::task::block_in_place(RedisSentinels::start) else { return };
     let store = store_waiting_for(&topology.url(), 1).await.unwrap();
-    let alice = owner("alice");
     save_until_it_works(&store, "before").await;
 
     // Demoted alive: the old primary answers READONLY now; the store must not stay with it.
@@ -113,7 +122,7 @@ async fn sentinels_lead_the_store_to_the_new_primary() {
     topology.force_failover();
     let second = tokio::task::block_in_place(|| topology.wait_failover(first));
     save_until_it_works(&store, "after-demotion").await;
-    assert!(store.get(&alice, "before").await.unwrap().is_some(), "acknowledged before the failover");
+    assert!(stored(&store, "before").await, "acknowledged before the failover");
 
     // Killed: the Sentinels promote the remaining replica.
     let killed = tokio::task::block_in_place(|| topology.kill9_primary(Duration::ZERO));
@@ -121,7 +130,7 @@ async fn sentinels_lead_the_store_to_the_new_primary() {
     let third = tokio::task::block_in_place(|| topology.wait_failover(second));
     let failures = save_until_it_works(&store, "after-kill").await;
     for id in ["before", "after-demotion", "after-kill"] {
-        assert!(store.get(&alice, id).await.unwrap().is_some(), "{id} is on the new primary {third}");
+        assert!(stored(&store, id).await, "{id} is on the new primary {third}");
     }
     let role = topology.node(third).command("ROLE").unwrap_or_default();
     assert!(role.contains("master"), "{role}");
