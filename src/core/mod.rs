@@ -240,6 +240,9 @@ impl Core {
         }
         if let Some(push) = &push {
             push.attach(Arc::downgrade(&env));
+            if fleet.as_ref().is_some_and(|fleet| fleet.deliver_webhooks(push.clone())) {
+                push.use_durable_outbox();
+            }
         }
         if let Some(timeout) = settings.input_timeout {
             tokio::spawn(crate::task::sweep::run(Arc::downgrade(&env), timeout));

@@ -15,6 +15,7 @@ mod forward;
 mod lease;
 pub(crate) mod mail;
 mod mirror;
+mod outbox;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -148,6 +149,14 @@ impl Fleet for RedisFleet {
         }
     }
 
+    fn deliver_webhooks(&self, push: Arc<crate::push::PushDispatcher>) -> bool {
+        if !self.0.store.outbox_on() {
+            return false;
+        }
+        tokio::spawn(self.0.clone().run_outbox(push));
+        true
+    }
+
     async fn claim(&self, task_id: &str) -> Result<bool, A2aError> {
         self.0.claim(task_id).await
     }
@@ -185,7 +194,11 @@ impl Fleet for RedisFleet {
         // seq check still refuses any other writer.
         let unowned_finish = first_seq <= 2 && is_terminal(state_of(task.status.as_ref()));
         // Its first try needs no script at all (`born_finished.rs`); a retry is fenced.
-        if unowned_finish && hints.first_try && !events.is_empty() {
+        if unowned_finish
+            && hints.first_try
+            && !events.is_empty()
+            && inner.store.born_finished_allowed(&task.id)
+        {
             let bounds = inner.bounds();
             inner.store.write_born_finished(owner, task, first_seq, &events, bounds, hints.unwatched).await?;
             return Ok(true);

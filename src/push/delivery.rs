@@ -66,21 +66,31 @@ impl Worker {
     pub(super) async fn run(self) {
         // The newest task generation a body written from the task has shown.
         let mut shown = 0;
-        while let Some(taken) = self.queue.next(WORKER_IDLE).await {
-            let event = &taken.event;
+        while let Some(mut taken) = self.queue.next(WORKER_IDLE).await {
+            let event = taken.event.clone();
             // Read the config at every delivery: a deleted config gets nothing more, and an
             // updated one is used as it is now (in the version it was last registered in).
             let registration = match self.store.push_configs(&self.owner, &self.task_id).await {
                 Ok(configs) => configs.into_iter().find(|r| r.config.id == self.config_id),
-                Err(_) => None,
+                // The store failed: a durable event stays unsettled (handed out again later).
+                Err(_) => break,
             };
-            let Some(registration) = registration else { break };
+            let Some(registration) = registration else {
+                taken.settle();
+                break;
+            };
             let encoder = self.settings.encoders.get(registration.version);
-            match self.body(encoder, event, &mut shown).await {
-                Ok(Some((body, generation))) => self.deliver(&registration.config, &body, generation).await,
+            match self.body(encoder, &event, &mut shown).await {
+                Ok(Some((body, generation))) => {
+                    self.deliver(&registration.config, &body, generation, event.seq).await
+                }
                 Ok(None) => {}
-                Err(error) => self.give_up(event.seq, 0, &format!("cannot read the task: {error}")),
+                Err(error) => {
+                    let host = host_of(&registration.config.url);
+                    self.give_up(event.seq, 0, &host, &format!("cannot read the task: {error}"))
+                }
             }
+            taken.settle();
         }
         let dropped = self.queue.close();
         self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
@@ -115,15 +125,23 @@ impl Worker {
         crate::task::registry::current_task(&tasks, &self.owner, &self.task_id).await
     }
 
-    async fn deliver(&self, config: &TaskPushNotificationConfig, body: &WebhookBody, generation: u64) {
+    /// Delivers `body` (showing `generation`) for the event numbered `seq`, retrying.
+    async fn deliver(
+        &self,
+        config: &TaskPushNotificationConfig,
+        body: &WebhookBody,
+        generation: u64,
+        seq: u64,
+    ) {
         let started = Instant::now();
+        let host = host_of(&config.url);
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
             let outcome = {
                 let Ok(_permit) = self.sends.acquire().await else { return };
                 self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-                let outcome = self.attempt(config, generation, body).await;
+                let outcome = self.attempt(config, generation, seq, body).await;
                 self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
                 outcome
             };
@@ -137,12 +155,12 @@ impl Worker {
                     tracing::warn!(task_id = %self.task_id, config_id = %self.config_id, %reason, "webhook refused");
                     return;
                 }
-                Outcome::Fail(reason) => return self.give_up(generation, attempt, &reason),
+                Outcome::Fail(reason) => return self.give_up(generation, attempt, &host, &reason),
                 Outcome::Retry(delay, reason) => (delay, reason),
             };
             let delay = delay.unwrap_or_else(|| backoff(&self.settings, attempt));
             if attempt >= self.settings.max_attempts || started.elapsed() + delay > self.settings.max_age {
-                return self.give_up(generation, attempt, &reason);
+                return self.give_up(generation, attempt, &host, &reason);
             }
             self.stats.retries.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(task_id = %self.task_id, config_id = %self.config_id, attempt, %reason, ?delay, "webhook retry");
@@ -150,10 +168,12 @@ impl Worker {
         }
     }
 
-    fn give_up(&self, seq: u64, attempts: u32, reason: &str) {
+    /// Records a delivery given up for good: counted, and logged with the webhook's host
+    /// (never its URL's path or query, nor its token).
+    fn give_up(&self, seq: u64, attempts: u32, host: &str, reason: &str) {
         self.stats.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
-            task_id = %self.task_id, config_id = %self.config_id, seq, attempts, reason,
+            task_id = %self.task_id, config_id = %self.config_id, seq, attempts, webhook_host = host, reason,
             "webhook delivery given up"
         );
     }
@@ -162,6 +182,7 @@ impl Worker {
         &self,
         config: &TaskPushNotificationConfig,
         generation: u64,
+        seq: u64,
         body: &WebhookBody,
     ) -> Outcome {
         let url = match reqwest::Url::parse(&config.url) {
@@ -199,6 +220,8 @@ impl Worker {
         if !config.token.is_empty() {
             request = request.header("X-A2A-Notification-Token", config.token.as_str());
         }
+        // The same on every retry, from any replica: a receiver drops repeats by it.
+        request = request.header(DELIVERY_ID_HEADER, format!("{}/{seq}", self.task_id));
         match request.send().await {
             Ok(response) if response.status().is_success() => Outcome::Delivered,
             Ok(response) => {
@@ -238,6 +261,22 @@ fn authorization(config: &TaskPushNotificationConfig, token: Option<&str>) -> Op
         }),
         (None, Some(token)) => Some(format!("Bearer {token}")),
         (None, None) => None,
+    }
+}
+
+/// The header naming what a POST delivers: `<task id>/<event seq>` (the seq is the generation
+/// the event made). At-least-once delivery repeats a POST; this says it is a repeat.
+pub const DELIVERY_ID_HEADER: &str = "A2A-Delivery-Id";
+
+/// The host (and port) of a webhook URL, for logs: never its path, query or credentials.
+fn host_of(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(url) => match (url.host_str(), url.port()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_owned(),
+            _ => "(no host)".to_owned(),
+        },
+        Err(_) => "(invalid URL)".to_owned(),
     }
 }
 

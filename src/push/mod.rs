@@ -14,11 +14,20 @@
 //!
 //! Each config's bodies are written in the protocol version it was registered in (`body.rs`):
 //! a webhook registered through v0.3 gets what a v0.3 server sends.
+//!
+//! Where events come from: on one server (and on a Redis Cluster), the task actors hand them
+//! over as they are written ([`EventObserver`]), and a `kill -9` loses what was queued. A fleet
+//! on one Redis node or Sentinels writes each event of a task with webhooks into a durable
+//! outbox in the same atomic step, and the fleet hands them in from there
+//! ([`PushDispatcher::deliver_durable`], `ticket.rs`): every event reaches every webhook at
+//! least once, from whichever replica leads the outbox, and each POST carries
+//! `A2A-Delivery-Id: <task id>/<generation>` so receivers can drop repeats.
 pub mod body;
 pub mod delivery;
 pub mod queue;
 pub mod signing;
 pub mod ssrf;
+pub mod ticket;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +43,7 @@ use crate::task::{EventObserver, TaskEnv};
 use delivery::Worker;
 use queue::{Pushed, QueueBudget, WorkerQueue};
 use signing::PushSigner;
+use ticket::Completion;
 
 /// Which events are pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -146,6 +156,8 @@ struct Job {
     task_id: String,
     event: Arc<TaskEvent>,
     terminal: bool,
+    /// The durable outbox entry it came from (fleet mode).
+    completion: Option<Arc<Completion>>,
 }
 
 /// How many events may wait for the dispatcher itself before new ones are shed.
@@ -160,6 +172,9 @@ pub struct PushDispatcher {
     jobs: mpsc::Sender<Job>,
     stats: Arc<PushStats>,
     tasks: Tasks,
+    /// Events come from a durable outbox ([`PushDispatcher::deliver_durable`]), not from the
+    /// actors.
+    durable: std::sync::atomic::AtomicBool,
 }
 
 impl PushDispatcher {
@@ -181,7 +196,7 @@ impl PushDispatcher {
             routed: 0,
         };
         tokio::spawn(router.run(receiver));
-        Ok(Arc::new(Self { jobs, stats, tasks }))
+        Ok(Arc::new(Self { jobs, stats, tasks, durable: Default::default() }))
     }
 
     /// Gives the workers the tasks whose events they deliver (a weak reference: the tasks'
@@ -194,13 +209,37 @@ impl PushDispatcher {
     pub fn stats(&self) -> &PushStats {
         &self.stats
     }
+
+    /// From now on events come from a durable outbox only; the actors' hand-over is ignored.
+    pub fn use_durable_outbox(&self) {
+        self.durable.store(true, Ordering::Release);
+    }
+
+    /// Delivers one event of a durable outbox entry to the task's webhooks (waiting while
+    /// the dispatcher is busy: the outbox is read no faster than it is delivered). The
+    /// `completion` reports when every webhook is done with it.
+    pub async fn deliver_durable(
+        &self,
+        owner: Owner,
+        task_id: String,
+        event: Arc<TaskEvent>,
+        terminal: bool,
+        completion: Arc<Completion>,
+    ) {
+        let job = Job { owner, task_id, event, terminal, completion: Some(completion) };
+        let _ = self.jobs.send(job).await;
+    }
 }
 
 impl EventObserver for PushDispatcher {
     /// Hands an event over without waiting; if the dispatcher is saturated the event is shed
     /// and counted (the agent and the streams are never slowed by push).
     fn published(&self, owner: &Owner, task_id: &str, event: Arc<TaskEvent>, terminal: bool) {
-        let job = Job { owner: owner.clone(), task_id: task_id.to_owned(), event, terminal };
+        if self.durable.load(Ordering::Acquire) {
+            return;
+        }
+        let job =
+            Job { owner: owner.clone(), task_id: task_id.to_owned(), event, terminal, completion: None };
         if self.jobs.try_send(job).is_err() {
             dropped(&self.stats, 1, task_id, "push dispatcher saturated");
         }
@@ -259,13 +298,14 @@ impl Router {
             let key = (job.task_id.clone(), config.id.clone());
             let mut shed = 0;
             if pushed {
+                let mut ticket = job.completion.as_ref().map(|completion| completion.ticket());
                 let mut outcome = Pushed::Closed;
                 if let Some(queue) = self.workers.get(&key) {
-                    outcome = queue.push(job.event.clone());
+                    outcome = queue.push_ticketed(job.event.clone(), &mut ticket);
                 }
                 if outcome == Pushed::Closed {
                     let queue = self.spawn_worker(&job, &config.id);
-                    outcome = queue.push(job.event.clone());
+                    outcome = queue.push_ticketed(job.event.clone(), &mut ticket);
                     self.workers.insert(key.clone(), queue);
                 }
                 match outcome {

@@ -10,6 +10,7 @@ use prost::Message;
 use tokio::sync::Notify;
 
 use super::PushStats;
+use super::ticket::Ticket;
 use crate::task::log::TaskEvent;
 
 /// A worker with nothing to deliver for this long stops (the dispatcher starts a new one when
@@ -51,6 +52,35 @@ pub struct Taken {
     pub event: Arc<TaskEvent>,
     bytes: u64,
     budget: Arc<QueueBudget>,
+    /// Its share of a durable outbox entry (fleet mode), settled once delivery is over.
+    ticket: Option<Ticket>,
+}
+
+impl Taken {
+    /// Delivery of this event is over (delivered, given up or refused): a durable entry may
+    /// be acknowledged. Dropped without this, the entry is handed out again.
+    pub fn settle(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            ticket.settle();
+        }
+    }
+}
+
+/// One queued event.
+struct Queued {
+    event: Arc<TaskEvent>,
+    bytes: u64,
+    ticket: Option<Ticket>,
+}
+
+impl Queued {
+    /// Gives the event up (shed or dropped with its queue): counted, and over for the outbox.
+    fn give_up(self, budget: &QueueBudget) {
+        budget.give(self.bytes);
+        if let Some(ticket) = self.ticket {
+            ticket.settle();
+        }
+    }
 }
 
 impl Drop for Taken {
@@ -77,7 +107,7 @@ pub enum Pushed {
 }
 
 struct Inner {
-    events: VecDeque<(Arc<TaskEvent>, u64)>,
+    events: VecDeque<Queued>,
     /// The worker stopped (idle, config deleted, task ended): nothing is queued any more.
     closed: bool,
 }
@@ -112,34 +142,46 @@ impl WorkerQueue {
     /// its oldest artifact chunk first (then, if full, its oldest event): the newest state of
     /// a task is never dropped for an older one.
     pub fn push(&self, event: Arc<TaskEvent>) -> Pushed {
+        self.push_ticketed(event, &mut None)
+    }
+
+    /// [`WorkerQueue::push`] of a durable event with its `ticket`, which the queue takes
+    /// unless it is closed (settled if the event is shed or dropped).
+    pub fn push_ticketed(&self, event: Arc<TaskEvent>, ticket: &mut Option<Ticket>) -> Pushed {
         let size = event.response.encoded_len() as u64;
         let mut inner = self.lock();
         if inner.closed {
             return Pushed::Closed;
         }
+        let ticket = ticket.take();
         let mut shed = 0;
         if inner.events.len() >= self.capacity {
-            let oldest_chunk = inner.events.iter().position(|(e, _)| e.state().is_none());
-            if let Some((_, bytes)) = inner.events.remove(oldest_chunk.unwrap_or(0)) {
-                self.budget.give(bytes);
+            let oldest_chunk = inner.events.iter().position(|q| q.event.state().is_none());
+            if let Some(queued) = inner.events.remove(oldest_chunk.unwrap_or(0)) {
+                queued.give_up(&self.budget);
                 shed += 1;
             }
         }
         while !self.budget.take(size) {
             // Only a state may displace a chunk; a chunk over budget is dropped itself.
             let chunk = match event.state() {
-                Some(_) => inner.events.iter().position(|(e, _)| e.state().is_none()),
+                Some(_) => inner.events.iter().position(|q| q.event.state().is_none()),
                 None => None,
             };
             match chunk.and_then(|i| inner.events.remove(i)) {
-                Some((_, bytes)) => {
-                    self.budget.give(bytes);
+                Some(queued) => {
+                    queued.give_up(&self.budget);
                     shed += 1;
                 }
-                None => return Pushed::Dropped { shed },
+                None => {
+                    if let Some(ticket) = ticket {
+                        ticket.settle();
+                    }
+                    return Pushed::Dropped { shed };
+                }
             }
         }
-        inner.events.push_back((event, size));
+        inner.events.push_back(Queued { event, bytes: size, ticket });
         drop(inner);
         self.wake.notify_one();
         Pushed::Queued { shed }
@@ -156,8 +198,8 @@ impl WorkerQueue {
         let mut inner = self.lock();
         inner.closed = true;
         let dropped = inner.events.len();
-        for (_, bytes) in inner.events.drain(..) {
-            self.budget.give(bytes);
+        for queued in inner.events.drain(..) {
+            queued.give_up(&self.budget);
         }
         dropped
     }
@@ -184,8 +226,8 @@ impl WorkerQueue {
             let notified = self.wake.notified();
             {
                 let mut inner = self.lock();
-                if let Some((event, bytes)) = inner.events.pop_front() {
-                    return Some(Taken { event, bytes, budget: self.budget.clone() });
+                if let Some(Queued { event, bytes, ticket }) = inner.events.pop_front() {
+                    return Some(Taken { event, bytes, budget: self.budget.clone(), ticket });
                 }
                 if self.finished.load(Ordering::Acquire) {
                     inner.closed = true;
@@ -204,7 +246,7 @@ impl WorkerQueue {
 
     #[cfg(test)]
     fn seqs(&self) -> Vec<u64> {
-        self.lock().events.iter().map(|(e, _)| e.seq).collect()
+        self.lock().events.iter().map(|q| q.event.seq).collect()
     }
 }
 

@@ -12,8 +12,12 @@ use crate::core::Core;
 use crate::proto::SERVICE_NAME;
 use crate::task::fleet::Fleet;
 
-/// How often the store is asked.
+/// How often the store is asked while it answers.
 const PERIOD: Duration = Duration::from_secs(1);
+
+/// How often it is asked while it does not: a replica refuses calls while it sees the store
+/// down (fast UNAVAILABLE, not a hang), so it must see it back soon after it is.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Checks the store every [`PERIOD`] for as long as the server runs, and reports changes; a
 /// draining server stays NOT_SERVING whatever the store says.
@@ -25,7 +29,7 @@ pub(super) async fn watch(
 ) {
     let mut serving = true;
     loop {
-        tokio::time::sleep(PERIOD).await;
+        tokio::time::sleep(if serving { PERIOD } else { RECHECK }).await;
         if core.is_draining() {
             return;
         }

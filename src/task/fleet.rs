@@ -62,6 +62,11 @@ pub trait Fleet: Send + Sync + 'static {
     /// the tasks of `env`; called once, when the core is built.
     fn attach(&self, env: Weak<TaskEnv>);
 
+    /// Takes webhook delivery over from the actors, delivering from a durable outbox the
+    /// store writes with the events; `false` when this fleet's store has none (then the
+    /// actors hand events to `push` as on one server).
+    fn deliver_webhooks(&self, push: Arc<crate::push::PushDispatcher>) -> bool;
+
     /// Takes the task's lease for this replica, to run its actor here; `false` if another
     /// replica holds it.
     async fn claim(&self, task_id: &str) -> Result<bool, A2aError>;

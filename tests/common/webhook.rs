@@ -42,6 +42,9 @@ pub struct Receiver {
     pub url: String,
     pub calls: Arc<Mutex<Vec<Call>>>,
     pub arrived: Arc<Notify>,
+    behaviour: Behaviour,
+    address: std::net::SocketAddr,
+    server: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Receiver {
@@ -50,9 +53,46 @@ impl Receiver {
     }
 
     pub async fn start_on(address: &str, behaviour: Behaviour) -> Self {
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let arrived = Arc::new(Notify::new());
-        let (log, wake) = (calls.clone(), arrived.clone());
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let receiver = Self {
+            url: format!("http://{address}/hook"),
+            calls: Arc::new(Mutex::new(Vec::new())),
+            arrived: Arc::new(Notify::new()),
+            behaviour,
+            address,
+            server: Arc::new(Mutex::new(None)),
+        };
+        receiver.serve(listener);
+        receiver
+    }
+
+    /// Stops listening: webhooks meet a refused connection until [`Receiver::restart`].
+    pub fn stop(&self) {
+        if let Some(server) = self.server.lock().unwrap().take() {
+            server.abort();
+        }
+    }
+
+    /// Listens again on the same address, recording into the same calls.
+    pub async fn restart(&self) {
+        self.stop();
+        let deadline = Instant::now() + PATIENCE;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.address).await {
+                Ok(listener) => break listener,
+                Err(error) if Instant::now() < deadline => {
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!("cannot listen on {} again: {error}", self.address),
+            }
+        };
+        self.serve(listener);
+    }
+
+    fn serve(&self, listener: tokio::net::TcpListener) {
+        let (log, wake, behaviour) = (self.calls.clone(), self.arrived.clone(), self.behaviour.clone());
         let handler = move |headers: HeaderMap, body: axum::body::Bytes| {
             let (log, wake, behaviour) = (log.clone(), wake.clone(), behaviour.clone());
             async move {
@@ -80,10 +120,10 @@ impl Receiver {
             }
         };
         let app = axum::Router::new().route("/hook", axum::routing::post(handler));
-        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { url, calls, arrived }
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        *self.server.lock().unwrap() = Some(server);
     }
 
     pub fn count(&self) -> usize {

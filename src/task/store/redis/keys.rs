@@ -28,6 +28,17 @@ pub fn encode(raw: &str) -> String {
     utf8_percent_encode(raw, COMPONENT).to_string()
 }
 
+/// The owner an [`owner_id`] stands for; `None` for one this code did not write.
+pub fn owner_from_id(oid: &str) -> Option<Owner> {
+    let (tenant, principal) = oid.split_once(':')?;
+    Some(Owner { tenant: decode(tenant)?, principal: decode(principal)? })
+}
+
+/// What [`encode`] encoded; `None` if it is not UTF-8 after decoding.
+pub fn decode(encoded: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(encoded).decode_utf8().ok().map(|c| c.into_owned())
+}
+
 /// The owner as one key component: `<tenant>:<principal>`, each part encoded (so the `:` is
 /// unambiguous and the component never contains `/`, which push-config fields rely on).
 pub fn owner_id(owner: &Owner) -> String {
@@ -194,6 +205,16 @@ impl Keys {
     /// for the per-principal cap; a principal spans tenants, so this is not an owner key.
     pub fn principal_push(&self, principal: &str) -> String {
         format!("{}:{{p:{}}}:push", self.prefix, encode(principal))
+    }
+
+    /// The durable push outbox (STREAM of `t` task, `s` seq, `o` owner id; group `push`).
+    pub fn outbox(&self) -> String {
+        format!("{}:{{outbox}}", self.prefix)
+    }
+
+    /// Which replica reads the outbox now (STRING, the replica id, `PX` lease).
+    pub fn outbox_leader(&self) -> String {
+        format!("{}:{{outbox}}:leader", self.prefix)
     }
 
     /// ZSET of parked tasks, `<owner id>/<task id>` scored by deadline (ms): `parked.rs`.

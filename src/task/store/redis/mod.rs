@@ -35,6 +35,7 @@ mod fleet;
 pub mod keys;
 mod link;
 mod list;
+mod outbox;
 mod parked;
 mod push_quota;
 mod replica;
@@ -52,6 +53,7 @@ use prost::Message;
 pub use acks::WaitFor;
 pub use conn::Timeouts;
 pub use fleet::{EventBatch, Fenced, StreamBounds};
+pub use outbox::OutboxEntry;
 pub use replica::Orphan;
 
 use self::conn::{Part, Redis};
@@ -117,6 +119,8 @@ pub struct RedisStore {
     retainer: Arc<retention::Retainer>,
     /// Parked-task counts as last read, for admission (`parked.rs`).
     parked_usage: parked::UsageCache,
+    /// The durable push outbox (`outbox.rs`).
+    outbox: outbox::Outbox,
 }
 
 /// Connects to the Redis a `--store` URL names, with default options and `prefix`, failing
@@ -142,12 +146,14 @@ impl RedisStore {
             return Err(format!("--redis-shards {shards} must be between 1 and {MAX_SHARDS}"));
         }
         let keys = Keys::new(&options.prefix, shards);
+        let outbox = outbox::Outbox::new(!redis.is_cluster());
         Ok(Self {
             retainer: retention::Retainer::start(redis.clone(), keys.clone(), options.retention),
             redis,
             keys,
             retention: options.retention,
             parked_usage: parked::UsageCache::default(),
+            outbox,
         })
     }
 
@@ -307,6 +313,15 @@ impl TaskStore for RedisStore {
     ) -> Result<(), A2aError> {
         let config = &registration.config;
         let reservation = self.reserve_push(owner, config, limits.per_principal).await?;
+        if self.outbox_on() {
+            // A task not stored yet (a webhook in its creating SendMessage) must not take the
+            // native first write, which writes no outbox entry (`outbox.rs`).
+            let exists: i64 = self
+                .redis
+                .query("put_push_config", redis::cmd("EXISTS").arg(self.keys.task(&config.task_id)))
+                .await?;
+            self.note_webhook(&config.task_id, exists == 0);
+        }
         let mut put = scripts::PUT_PUSH.prepare_invoke();
         put.key(self.keys.push(&config.task_id)).key(self.keys.task(&config.task_id));
         put.arg(format!("{}/", owner_id(owner)))
@@ -352,6 +367,7 @@ impl TaskStore for RedisStore {
         let cmd = redis::cmd("HDEL").arg(self.keys.push(task_id)).arg(field).to_owned();
         let mut conn = self.redis.conn();
         self.redis.write("delete_push_config", cmd.query_async::<i64>(&mut conn)).await?;
+        self.note_webhook(task_id, false);
         self.release_push(owner, task_id, config_id).await
     }
 

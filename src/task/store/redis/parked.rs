@@ -17,11 +17,10 @@ use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use percent_encoding::percent_decode_str;
 use redis::Script;
 
 use super::RedisStore;
-use super::keys::{encode, owner_id};
+use super::keys::{decode, encode, owner_from_id, owner_id};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::task::parked::{ParkedTasks, ParkedUsage};
@@ -128,10 +127,8 @@ fn member(owner: &Owner, task_id: &str) -> String {
 
 /// The owner and task id a member stands for; `None` for one this code did not write.
 fn parse_member(member: &str) -> Option<(Owner, String)> {
-    let decode = |s: &str| percent_decode_str(s).decode_utf8().ok().map(|c| c.into_owned());
     let (oid, task) = member.split_once('/')?;
-    let (tenant, principal) = oid.split_once(':')?;
-    Some((Owner { tenant: decode(tenant)?, principal: decode(principal)? }, decode(task)?))
+    Some((owner_from_id(oid)?, decode(task)?))
 }
 
 /// A score as Redis returns it, in ms.

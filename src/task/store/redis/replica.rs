@@ -81,9 +81,11 @@ impl RedisStore {
                 (self.keys.owner_shard(oid, &task.id), self.keys.finished_shard(&task.id));
             write.key(self.keys.owner_index(&shard)).key(self.keys.owner_meta(&shard));
             write.key(self.keys.finished(&finished)).key(self.keys.finished_sizes(&finished));
+            write.key(self.keys.outbox());
             write.arg(if reindex { "1" } else { "0" }).arg(self.keys.context_index_prefix(&shard));
             write.arg(position(status_nanos(task))).arg(state_of(task.status.as_ref()) as i32);
             write.arg(encode(&task.context_id)).arg(&task.id).arg(format!("{oid}/{}", task.id));
+            write.arg(self.outbox_bound());
         }
         for event in events {
             write.arg(event.as_ref());
@@ -97,6 +99,9 @@ impl RedisStore {
         };
         let appended = match outcome.as_str() {
             "ok" => {
+                if first_seq <= 2 {
+                    self.note_webhook(&task.id, false);
+                }
                 let newly_finished = detail == "1";
                 if single {
                     if let Some([size, count, bytes]) = reply.get(2..5) {

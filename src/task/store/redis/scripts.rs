@@ -187,15 +187,24 @@ return taken
 /// A whole owner's write on a single Redis node, in one step and one round trip: the append
 /// (refused as [`APPEND_BATCH`] is), then the index move and, once finished, the retention
 /// note. A cluster runs the same functions slot by slot instead.
-/// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes.
-/// ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4, 5 (the
-/// task id is the task's); 14 task id; 15 `<owner id>/<task id>`; then the events. Returns
-/// {'ok', newly finished, size, finished tasks, their bytes} or a refusal.
+/// With the durable push outbox on, a task with webhooks (its push hash exists) also gets an
+/// outbox entry per event, in the same step (`outbox.rs`).
+/// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes,
+/// outbox. ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4,
+/// 5 (the task id is the task's); 14 task id; 15 `<owner id>/<task id>`; 16 the outbox's
+/// length bound ('' = no outbox); then the events. Returns {'ok', newly finished, size,
+/// finished tasks, their bytes} or a refusal.
 pub static WRITE: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
         r"
-local appended = append(KEYS, ARGV, 16)
+local appended = append(KEYS, ARGV, 17)
 if appended[1] ~= 'ok' then return appended end
+if ARGV[16] ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
+  local first = tonumber(ARGV[6])
+  for i = 17, #ARGV do
+    redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[16], '*', 't', ARGV[14], 's', first + i - 17, 'o', ARGV[2])
+  end
+end
 if ARGV[9] == '1' or appended[2] == '1' then
   index(KEYS[5], KEYS[6], ARGV[10], ARGV[14], ARGV[11], ARGV[12], ARGV[13])
 end

@@ -1,0 +1,232 @@
+//! The durable push outbox (single node or Sentinels): one Redis stream `P:{outbox}` of
+//! (task, seq, owner) entries, one per event of a task that has webhooks, written by the
+//! [`scripts::WRITE`] step that writes the event itself. One replica at a time reads it (it
+//! holds `P:{outbox}:leader`, a lease) through the consumer group `push`, delivers each event
+//! (read back from the task's own stream) and only then acknowledges and deletes the entry.
+//! Entries a dead reader had taken are claimed by the next one once idle for a lease
+//! (`XAUTOCLAIM`); the fleet side is `fleet/outbox.rs`.
+//!
+//! A task finished by its first write takes native commands (`born_finished.rs`) that cannot
+//! test for webhooks; so a task given a webhook before it was first stored (one in its
+//! creating SendMessage) is noted here and takes the script instead.
+//!
+//! A Redis Cluster has no outbox (a task's slot cannot hold a fleet-wide stream): there, as in
+//! memory mode, webhooks are delivered from the owner's memory.
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+
+use super::keys::owner_from_id;
+use super::{RedisStore, millis, scripts};
+use crate::call::Owner;
+use crate::error::A2aError;
+
+/// The consumer group every reader of the outbox belongs to.
+const GROUP: &str = "push";
+
+/// Entries the outbox keeps at most (`XADD MAXLEN ~`): far beyond what a live fleet has
+/// pending, so only a fleet that delivered nothing for very long loses its oldest entries.
+const MAX_ENTRIES: u64 = 1_000_000;
+
+/// New tasks awaiting their first write with a webhook, noted at most: past it, no task takes
+/// the native first write any more (all take the script, which tests for webhooks itself).
+const MAX_NOTED: usize = 65_536;
+
+/// One outbox entry: event `seq` of `owner`'s task `task_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    /// The stream entry id (for acknowledging it).
+    pub id: String,
+    /// The task.
+    pub task_id: String,
+    /// The event's number in the task's stream.
+    pub seq: u64,
+    /// The task's owner.
+    pub owner: Owner,
+}
+
+/// The outbox's switch and the tasks that must not take the native first write.
+pub(super) struct Outbox {
+    on: bool,
+    noted: Mutex<HashSet<String>>,
+    overflowed: AtomicBool,
+}
+
+impl Outbox {
+    pub(super) fn new(on: bool) -> Self {
+        Self { on, noted: Mutex::new(HashSet::new()), overflowed: AtomicBool::new(false) }
+    }
+
+    fn noted(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.noted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RedisStore {
+    /// Whether webhooks are delivered from the durable outbox (a single node or Sentinels).
+    pub fn outbox_on(&self) -> bool {
+        self.outbox.on
+    }
+
+    /// The WRITE script's outbox argument: its length bound, or '' with no outbox.
+    pub(super) fn outbox_bound(&self) -> String {
+        if self.outbox.on { MAX_ENTRIES.to_string() } else { String::new() }
+    }
+
+    /// Notes a webhook given to a task not stored yet, whose first write must then test for
+    /// webhooks (the script); forgets it again once written or the webhook is deleted.
+    pub(super) fn note_webhook(&self, task_id: &str, noted: bool) {
+        if !self.outbox.on {
+            return;
+        }
+        let mut set = self.outbox.noted();
+        if !noted {
+            set.remove(task_id);
+        } else if set.len() < MAX_NOTED {
+            set.insert(task_id.to_owned());
+        } else if !self.outbox.overflowed.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "too many new tasks with webhooks at once: first writes take the script from now on"
+            );
+        }
+    }
+
+    /// Whether a task finished by its first write may take the native commands (which write
+    /// no outbox entry).
+    pub fn born_finished_allowed(&self, task_id: &str) -> bool {
+        !self.outbox.on
+            || !(self.outbox.overflowed.load(Ordering::Relaxed) || self.outbox.noted().contains(task_id))
+    }
+
+    /// Creates the consumer group (and the stream) if missing.
+    pub async fn outbox_prepare(&self) -> Result<(), A2aError> {
+        let cmd = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(self.keys.outbox())
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .to_owned();
+        match self.redis.query::<String>("outbox_prepare", &cmd).await {
+            Ok(_) => Ok(()),
+            // BUSYGROUP: another replica (or an earlier life) created it.
+            Err(error) if error.to_string().contains("BUSYGROUP") => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Takes (or keeps) the outbox's lead for `replica` for `ttl`; `false` if another leads.
+    pub async fn outbox_lead(&self, replica: &str, ttl: Duration) -> Result<bool, A2aError> {
+        let mut invocation = scripts::ACQUIRE.prepare_invoke();
+        invocation.key(self.keys.outbox_leader()).arg(replica).arg(millis(ttl).max(1));
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        let led: i64 = self.redis.run("outbox_lead", limit, invocation.invoke_async(&mut conn)).await?;
+        Ok(led == 1)
+    }
+
+    /// Takes over up to `count` entries that readers took and left unacknowledged, from
+    /// stream id `start` on; returns them (oldest first) and where to go on ("0-0": done).
+    pub async fn outbox_claim(
+        &self,
+        replica: &str,
+        start: &str,
+        count: usize,
+    ) -> Result<(Vec<OutboxEntry>, String), A2aError> {
+        let cmd = redis::cmd("XAUTOCLAIM")
+            .arg(self.keys.outbox())
+            .arg(GROUP)
+            .arg(replica)
+            .arg(0)
+            .arg(start)
+            .arg("COUNT")
+            .arg(count.max(1))
+            .to_owned();
+        let reply: StreamAutoClaimReply = self.redis.query("outbox_claim", &cmd).await?;
+        if !reply.deleted_ids.is_empty() {
+            tracing::warn!(
+                lost = reply.deleted_ids.len(),
+                "push outbox entries were trimmed before delivery"
+            );
+            self.outbox_done(&reply.deleted_ids).await?;
+        }
+        Ok((self.entries(reply.claimed).await, reply.next_stream_id))
+    }
+
+    /// Up to `count` new entries for `replica`, waiting up to `block` for one (on a dedicated
+    /// connection).
+    pub async fn outbox_read(
+        &self,
+        replica: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<OutboxEntry>, A2aError> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP").arg(GROUP).arg(replica).arg("COUNT").arg(count.max(1));
+        cmd.arg("BLOCK").arg(millis(block).max(1)).arg("STREAMS").arg(self.keys.outbox()).arg(">");
+        let reply: Option<StreamReadReply> = self.redis.blocking("outbox_read", block, &cmd).await?;
+        let ids = reply.into_iter().flat_map(|reply| reply.keys).flat_map(|key| key.ids).collect();
+        Ok(self.entries(ids).await)
+    }
+
+    /// Takes back this replica's own entries `ids` (to hand them out again): those still
+    /// pending, with their fields.
+    pub async fn outbox_reclaim(&self, replica: &str, ids: &[String]) -> Result<Vec<OutboxEntry>, A2aError> {
+        let cmd =
+            redis::cmd("XCLAIM").arg(self.keys.outbox()).arg(GROUP).arg(replica).arg(0).arg(ids).to_owned();
+        let claimed: Vec<StreamId> =
+            match self.redis.query::<redis::streams::StreamClaimReply>("outbox_reclaim", &cmd).await {
+                Ok(reply) => reply.ids,
+                Err(error) => return Err(error),
+            };
+        Ok(self.entries(claimed).await)
+    }
+
+    /// Parses entries; one this code did not write is acknowledged and skipped.
+    async fn entries(&self, ids: Vec<StreamId>) -> Vec<OutboxEntry> {
+        let mut entries = Vec::new();
+        let mut foreign = Vec::new();
+        for id in ids {
+            let task_id: Option<String> = id.get("t");
+            let seq: Option<u64> = id.get("s");
+            let owner = id.get::<String>("o").and_then(|oid| owner_from_id(&oid));
+            match (task_id, seq, owner) {
+                (Some(task_id), Some(seq), Some(owner)) => {
+                    entries.push(OutboxEntry { id: id.id, task_id, seq, owner })
+                }
+                _ => foreign.push(id.id),
+            }
+        }
+        if !foreign.is_empty() {
+            tracing::warn!(entries = ?foreign, "push outbox entries this server did not write; skipped");
+            let _ = self.outbox_done(&foreign).await;
+        }
+        entries
+    }
+
+    /// The encoded event `seq` of `task_id`, if the stream still holds it.
+    pub async fn outbox_event(&self, task_id: &str, seq: u64) -> Result<Option<Bytes>, A2aError> {
+        let id = format!("{seq}-0");
+        let cmd = redis::cmd("XRANGE").arg(self.keys.events(task_id)).arg(&id).arg(&id).to_owned();
+        let entries: Vec<(String, Vec<Vec<u8>>)> = self.redis.query("outbox_event", &cmd).await?;
+        Ok(entries.into_iter().next().and_then(|(_, fields)| fields.into_iter().nth(1)).map(Bytes::from))
+    }
+
+    /// Acknowledges and deletes entries whose deliveries are over.
+    pub async fn outbox_done(&self, ids: &[String]) -> Result<(), A2aError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let key = self.keys.outbox();
+        let mut pipe = redis::pipe();
+        pipe.cmd("XACK").arg(&key).arg(GROUP).arg(ids).ignore();
+        pipe.cmd("XDEL").arg(&key).arg(ids).ignore();
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        self.redis.run("outbox_done", limit, pipe.query_async::<()>(&mut conn)).await
+    }
+}
