@@ -42,13 +42,15 @@
 //! - [`fleet`]: several replicas serving as one on Redis, behind the task layer's
 //!   [`task::fleet::Fleet`] trait: leases and the sweep for dead owners (`lease.rs`), one
 //!   follower per task per replica (`mirror.rs`), commands forwarded to a task's owner
-//!   (`forward.rs`, `mail.rs`). The design and its failure behaviour: docs/FLEET.md.
+//!   (`forward.rs`, `mail.rs`), and the reader of the durable push outbox (`outbox.rs`). The
+//!   design and its failure behaviour: docs/FLEET.md.
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
 //!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded, bounded in
 //!   total (requests in flight, queued bytes) and optionally signed (a JWT per POST, the keys
 //!   at `/.well-known/jwks.json`); it hears of events as the task layer's
-//!   [`task::EventObserver`].
+//!   [`task::EventObserver`] or, in a fleet on one Redis node or Sentinels, from the fleet's
+//!   durable outbox (`push/ticket.rs`: an outbox entry is acknowledged once every webhook is done).
 //! - [`card`]: building and validating the Agent Card from flags or a file, listing the bindings
 //!   `--card-interfaces` names, and signing it (`card/signing.rs`, `--card-signing-key`).
 //!   [`jose`]: the JWS keys that sign webhooks and the card (one JWKS), and RFC 8785 canonical
@@ -107,6 +109,16 @@
 //!   piece's hash tag is chosen, `task/store/redis/keys.rs` ("Shards"); ListTasks' merge of the
 //!   pieces `task/store/redis/list.rs`; the fleet-wide evictor `task/store/redis/retention.rs`;
 //!   prove balance with `tests/store/cluster.rs`, measure with `a2a-bench --redis-cluster`.
+//! - **Change how the fleet survives losing Redis itself**: the primary's connection, how it
+//!   follows the Sentinels and when it is dropped, `task/store/redis/link.rs`; replicated
+//!   acknowledgements (`--redis-wait-replicas`, a group-commit `WAIT`) `task/store/redis/acks.rs`,
+//!   called from every write an answer or event depends on (`Redis::write`, `replicated`); the
+//!   `--store` URL forms `task/store/url.rs`. Prove it with `tests/store/replicated.rs` and
+//!   fault (e) of `tests/fleet_faults.rs` (`tests/faults/failover.rs`); docs/FLEET.md, "Durability".
+//! - **Change how webhooks survive their owner**: the outbox entries the `WRITE` script adds and
+//!   their reads `task/store/redis/outbox.rs`, the leader that delivers them `fleet/outbox.rs`,
+//!   the acknowledgement of a delivered entry `push/ticket.rs`; prove it with
+//!   `tests/push_outbox.rs`.
 //! - **Bound what a client that does not read can pin**: `server/send_budget.rs` (the
 //!   budgets and the refusal in each binding's form) and `server/send_watch.rs` (the send
 //!   timeout); proved by `tests/attacks/memory.rs` against the release build.
