@@ -168,6 +168,14 @@ pub struct Args {
     #[arg(long, value_name = "NODES", requires = "fleet", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub redis_cluster: Option<u16>,
 
+    /// fleet: start R replicas of the single redis-server (`--replicaof`, persistence off) and
+    /// wait until they are online; the servers still get the primary's URL. For comparing
+    /// runs with and without --server-arg=--redis-wait-replicas=R: a row adds the replicas'
+    /// CPU per unit beside the primary's. Not with --redis-cluster.
+    #[arg(long, value_name = "R", default_value_t = 0, requires = "fleet",
+          value_parser = clap::value_parser!(u16).range(0..=16))]
+    pub redis_replicas: u16,
+
     /// fleet-event-latency: chunks the owner emits [default: 1000; quick: 50].
     #[arg(long)]
     pub fleet_events: Option<u64>,
@@ -272,6 +280,8 @@ pub struct FleetParams {
     pub redis_server: String,
     /// With --redis-cluster: how many cluster nodes.
     pub redis_cluster: Option<usize>,
+    /// With --redis-replicas: how many replicas of the single node (0: none).
+    pub redis_replicas: usize,
     /// SubscribeToTask samples on a followed task (warm); a fifth as many on fresh tasks (cold).
     pub first_event_samples: usize,
     pub latency: LatencyParams,
@@ -317,6 +327,7 @@ impl Plan {
             replicas,
             redis_server: args.redis_server.clone(),
             redis_cluster: args.redis_cluster.map(usize::from),
+            redis_replicas: usize::from(args.redis_replicas),
             first_event_samples: args.first_event_samples.unwrap_or(choose(q, 50, 1000)).max(5),
             latency: LatencyParams {
                 events: args.fleet_events.unwrap_or(choose(q, 50, 1000)).max(1),

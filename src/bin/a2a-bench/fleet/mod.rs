@@ -2,7 +2,8 @@
 //! memory-mode server.
 //!
 //! The benchmark starts its own `redis-server` on a free loopback port (no RDB, no AOF), or
-//! with `--redis-cluster NODES` a Redis Cluster of that many ([`redis_cluster`]), N replicas
+//! with `--redis-cluster NODES` a Redis Cluster of that many ([`redis_cluster`]), or with
+//! `--redis-replicas R` one with R replicas online ([`redis_replicas`]), N replicas
 //! of `--spawn-server` on it (`--store redis://…` or `redis+cluster://…`, a key prefix of their
 //! own) and one `--store memory` server, and stops them all at the end, on an error, or on
 //! Ctrl-C (every child is killed when its handle drops). Each scenario runs on the fleet and on the memory
@@ -10,12 +11,14 @@
 //! same scenario with every "replica" being that one server, so `redis/mem` is the fleet's
 //! cost. Redis's own commands and CPU are read around the measured part of each scenario
 //! ([`probe`]), summed over its nodes, net of what the idle fleet sends anyway (leases,
-//! inboxes); on a cluster, with how evenly they spread over the nodes.
+//! inboxes); on a cluster, with how evenly they spread over the nodes; with Redis replicas,
+//! their CPU beside the primary's.
 //!
 //! The scenarios themselves are in [`scenarios`].
 mod probe;
 mod redis;
 mod redis_cluster;
+mod redis_replicas;
 mod scenarios;
 
 use std::time::Duration;
@@ -87,7 +90,7 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     }
     let mut base: Vec<String> = ["--listen", "127.0.0.1:0", "--log-level", "warn"].map(String::from).into();
     base.extend(crate::process::LIFTED_LIMITS.map(String::from));
-    let redis = RedisNodes::start(&p.redis_server, p.redis_cluster).await?;
+    let redis = RedisNodes::start(&p.redis_server, p.redis_cluster, p.redis_replicas).await?;
     eprintln!("a2a-bench: started {}", redis.describe());
     let prefix = format!("a2a-bench-{}-{}", std::process::id(), unique());
     let mut processes = Vec::new();
@@ -236,7 +239,11 @@ fn idle_row(binding: &str, p: &FleetParams, background: &Background) -> Row {
     let commands = background.total().commands;
     let metric = Metric::new("redis commands when idle", "cmds/s", commands, Better::Info);
     let measured = Measured { metrics: vec![metric], notes: Vec::new() };
-    let on = p.redis_cluster.map(|n| format!(" on {n} cluster nodes")).unwrap_or_default();
+    let on = match (p.redis_cluster, p.redis_replicas) {
+        (Some(n), _) => format!(" on {n} cluster nodes"),
+        (None, 0) => String::new(),
+        (None, r) => format!(" redis-replicas={r}"),
+    };
     let params = format!("replicas={}{on} over {:.1} s", p.replicas, p.idle.as_secs_f64());
     report::rows("fleet-idle", binding, &params, Some(&measured), None).remove(0)
 }

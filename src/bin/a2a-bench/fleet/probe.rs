@@ -2,7 +2,9 @@
 //! scripts, CPU and bytes, summed over its nodes (so the rows read the same with one node or a
 //! cluster), net of what the idle fleet sends anyway (leases, inboxes). With several nodes, also
 //! how evenly the work spread: each node's share of the CPU and of the commands, and the busiest
-//! and idlest node against the mean.
+//! and idlest node against the mean. With replicas of a single node (`--redis-replicas`), their
+//! CPU too, summed, in a row of its own beside the primary's: what replication (and a server's
+//! `--redis-wait-replicas`) costs besides the primary's work.
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -11,10 +13,12 @@ use super::redis_cluster::RedisNodes;
 use crate::BoxError;
 use crate::report::{Better, Metric};
 
-/// Every node's counters at one moment, in slot order.
+/// Every node's counters at one moment, in slot order, and the replicas'.
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub(super) nodes: Vec<NodeMark>,
+    /// The replicas of a single node (`--redis-replicas`); none otherwise.
+    pub(super) replicas: Vec<NodeMark>,
 }
 
 /// What a scenario's counted part is made of.
@@ -217,6 +221,24 @@ fn spread(what: &str, values: &[f64]) -> Vec<Metric> {
     out
 }
 
+/// The replicas' CPU per unit, summed over them and net of their background; `None` without
+/// replicas or where a replica's CPU could not be read.
+fn replicas_cpu(replicas: &[Delta], count: f64, per: Per, background: &Background) -> Option<Metric> {
+    if replicas.is_empty() || count <= 0.0 {
+        return None;
+    }
+    let cpu = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let rate = background.replicas.get(i).copied().unwrap_or_default().cpu;
+            d.cpu.map(|cpu| d.net(cpu as f64, rate))
+        })
+        .sum::<Option<f64>>()?;
+    let name = format!("redis replicas CPU per {}", unit(per));
+    Some(Metric::new(name, "µs", cpu / count / 1000.0, Better::Lower))
+}
+
 /// Redis's work per second (one node's, or the sum).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rate {
@@ -233,6 +255,8 @@ pub struct Rate {
 #[derive(Debug, Clone, Default)]
 pub struct Background {
     nodes: Vec<Rate>,
+    /// The replicas' (they replay the primary's writes and ping it, idle or not).
+    replicas: Vec<Rate>,
 }
 
 impl Background {
@@ -272,8 +296,13 @@ impl<'a> Probe<'a> {
         let before = self.mark().await?;
         tokio::time::sleep(window).await;
         let after = self.mark().await?;
-        let nodes = before.nodes.iter().zip(&after.nodes).map(|(b, a)| Delta::between(b, a).rate());
-        Ok(Background { nodes: nodes.collect() })
+        let rates = |b: &[NodeMark], a: &[NodeMark]| -> Vec<Rate> {
+            b.iter().zip(a).map(|(b, a)| Delta::between(b, a).rate()).collect()
+        };
+        Ok(Background {
+            nodes: rates(&before.nodes, &after.nodes),
+            replicas: rates(&before.replicas, &after.replicas),
+        })
     }
 
     /// This probe with `background` subtracted instead.
@@ -300,6 +329,14 @@ impl<'a> Probe<'a> {
         let total = Delta::sum(&nodes);
         let mut note = format!("redis per {} ({what}): {}", unit(per), total.summary(count, None));
         let mut metrics = total.metrics(count, per, self.background.total());
+        let replicas: Vec<Delta> =
+            before.replicas.iter().zip(&after.replicas).map(|(b, a)| Delta::between(b, a)).collect();
+        if let Some(row) = replicas_cpu(&replicas, count, per, self.background) {
+            // Right after the primary's CPU row, so the two read side by side.
+            let primary = format!("redis CPU per {}", unit(per));
+            let at = metrics.iter().position(|m| m.name == primary).map_or(metrics.len(), |i| i + 1);
+            metrics.insert(at, row);
+        }
         if nodes.len() > 1 {
             metrics.extend(balance(&nodes, self.background));
             let by_node: Vec<String> = nodes
@@ -364,5 +401,19 @@ mod tests {
         close("redis node commands max/mean", 1.8);
         close("redis node commands min/mean", 0.3);
         assert!(balance(&nodes[..1], &Background::default()).is_empty());
+    }
+
+    #[test]
+    fn sums_the_replicas_cpu_net_of_their_background() {
+        let at = Instant::now();
+        let later = at + Duration::from_secs(1);
+        let replica = |cpu| Delta::between(&mark(&[], (0, 0), 0, at), &mark(&[], (0, 0), cpu, later));
+        let replicas = [replica(30_000), replica(10_000)];
+        // 5 µs/s of the first replica's CPU is its background: 35 µs over 10 calls.
+        let cpu = |ns: f64| Rate { cpu: ns, ..Rate::default() };
+        let background = Background { nodes: Vec::new(), replicas: vec![cpu(5_000.0), cpu(0.0)] };
+        let row = replicas_cpu(&replicas, 10.0, Per::Call, &background).expect("a row");
+        assert_eq!((&*row.name, row.value), ("redis replicas CPU per call", 3.5));
+        assert!(replicas_cpu(&[], 10.0, Per::Call, &background).is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! One `redis-server` the benchmark starts on a free loopback port with persistence off, and
 //! what it tells us: `INFO commandstats` (commands and their usec), `INFO stats` (bytes in and
 //! out) and its CPU time (from /proc, else `INFO cpu`). [`super::redis_cluster`] joins several
-//! into a Redis Cluster; [`super::probe`] turns their counters into rows.
+//! into a Redis Cluster, [`super::redis_replicas`] starts replicas of one; [`super::probe`] turns
+//! their counters into rows.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -22,6 +23,17 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A cluster node's bus listens on its port + 10000, which must be free too.
 const BUS_OFFSET: u16 = 10_000;
 
+/// What a `redis-server` the benchmark starts is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A single node on its own (the fleet's primary by default).
+    Alone,
+    /// A cluster-enabled node, whose bus port must be free too (it joins no cluster yet).
+    ClusterNode,
+    /// A replica of the node on this loopback port (`--replicaof 127.0.0.1 PORT`).
+    ReplicaOf(u16),
+}
+
 /// A `redis-server` child on 127.0.0.1, killed when dropped (an error or Ctrl-C never leaves
 /// it behind).
 pub struct RedisProcess {
@@ -35,13 +47,14 @@ pub struct RedisProcess {
 }
 
 impl RedisProcess {
-    /// Starts `program` (normally `redis-server`) on a free port, with no RDB and no AOF, and
-    /// waits until it answers; with `cluster`, as a cluster-enabled node whose bus port is free
-    /// too (it joins no cluster yet). A port taken between choosing and binding it is retried.
-    pub async fn start(program: &str, cluster: bool) -> Result<Self, BoxError> {
+    /// Starts `program` (normally `redis-server`) on a free port, with no RDB and no AOF, in
+    /// its `role`, and waits until it answers (a replica answers before its first sync is
+    /// done: [`super::redis_replicas`] waits for that). A port taken between choosing and
+    /// binding it is retried.
+    pub async fn start(program: &str, role: Role) -> Result<Self, BoxError> {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(program, cluster).await {
+            match Self::try_start(program, role).await {
                 Ok(redis) => return Ok(redis),
                 Err(error) => last = error.to_string(),
             }
@@ -49,8 +62,8 @@ impl RedisProcess {
         Err(format!("cannot start {program}: {last}").into())
     }
 
-    async fn try_start(program: &str, cluster: bool) -> Result<Self, BoxError> {
-        let port = free_port(cluster)?;
+    async fn try_start(program: &str, role: Role) -> Result<Self, BoxError> {
+        let port = free_port(role == Role::ClusterNode)?;
         let dir = std::env::temp_dir().join(format!("a2a-bench-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let mut command = Command::new(program);
@@ -66,9 +79,16 @@ impl RedisProcess {
         ]);
         // Redis changes into --dir, so the cluster's nodes.conf lands there too.
         command.arg("--dir").arg(&dir);
-        if cluster {
-            command.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
-            command.args(["--cluster-node-timeout", "2000"]);
+        match role {
+            Role::Alone => {}
+            Role::ClusterNode => {
+                command.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+                command.args(["--cluster-node-timeout", "2000"]);
+            }
+            // The full sync's RDB lands in --dir too, removed with it.
+            Role::ReplicaOf(primary) => {
+                command.arg("--replicaof").arg("127.0.0.1").arg(primary.to_string());
+            }
         }
         let mut child = command
             .stdin(Stdio::null())

@@ -1,14 +1,16 @@
 //! The fleet's Redis: one `redis-server` (the default), or with `--redis-cluster NODES` that
 //! many cluster-enabled nodes joined into a Redis Cluster of masters only, the 16384 slots in
 //! NODES contiguous, equal ranges, as `redis-cli --cluster create` gives them (its rounding
-//! moves a boundary by one slot at most). Every node is a child of the benchmark, killed when it
-//! drops.
+//! moves a boundary by one slot at most). A single node may have replicas
+//! (`--redis-replicas`, [`super::redis_replicas`]). Every node is a child of the benchmark,
+//! killed when it drops.
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 
 use super::probe::Mark;
-use super::redis::{RedisProcess, info_bytes};
+use super::redis::{RedisProcess, Role, info_bytes};
+use super::redis_replicas::RedisReplicas;
 use crate::BoxError;
 
 /// Hash slots in a Redis Cluster.
@@ -17,29 +19,41 @@ const SLOTS: usize = 16_384;
 /// How long the nodes may take to agree that the cluster is whole (`cluster_state:ok`).
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One `redis-server` or a cluster of them.
+/// One `redis-server` (with its replicas, if any) or a cluster of them.
 pub struct RedisNodes {
     nodes: Vec<RedisProcess>,
     cluster: bool,
+    /// Replicas of the single node; none on a cluster.
+    replicas: RedisReplicas,
 }
 
 impl RedisNodes {
-    /// One node (`cluster: None`), or `Some(n)` nodes formed into a cluster and ready: every
-    /// node says `cluster_state:ok` and knows the others.
-    pub async fn start(program: &str, cluster: Option<usize>) -> Result<Self, BoxError> {
+    /// One node (`cluster: None`) with `replicas` replicas online, or `Some(n)` nodes formed
+    /// into a cluster and ready: every node says `cluster_state:ok` and knows the others.
+    pub async fn start(program: &str, cluster: Option<usize>, replicas: usize) -> Result<Self, BoxError> {
         let Some(count) = cluster else {
-            return Ok(Self { nodes: vec![RedisProcess::start(program, false).await?], cluster: false });
+            let primary = RedisProcess::start(program, Role::Alone).await?;
+            let replicas = RedisReplicas::start(program, &primary, replicas).await?;
+            return Ok(Self { nodes: vec![primary], cluster: false, replicas });
         };
+        if replicas > 0 {
+            // The cluster's nodes are masters only, and a server refuses `--redis-wait-replicas`
+            // on a cluster, so replicas there would measure nothing the flag is for.
+            return Err("--redis-replicas needs the single redis-server, not --redis-cluster \
+                        (a cluster's nodes are masters only; the server's --redis-wait-replicas \
+                        refuses a cluster)"
+                .into());
+        }
         if count == 0 {
             return Err("--redis-cluster needs at least 1 node".into());
         }
         let mut nodes = Vec::with_capacity(count);
         for _ in 0..count {
             // On an error the nodes started so far drop, and so are killed.
-            nodes.push(RedisProcess::start(program, true).await?);
+            nodes.push(RedisProcess::start(program, Role::ClusterNode).await?);
         }
         form(&nodes).await?;
-        Ok(Self { nodes, cluster: true })
+        Ok(Self { nodes, cluster: true, replicas: RedisReplicas::default() })
     }
 
     /// What replicas get for `--store`: `redis://…/0`, or `redis+cluster://h1:p1,h2:p2,…`.
@@ -63,19 +77,27 @@ impl RedisNodes {
         let nodes: Vec<String> = nodes.collect();
         if self.cluster {
             format!("a {n}-node Redis Cluster: {}", nodes.join("; "))
+        } else if !self.replicas.is_empty() {
+            let r = self.replicas.len();
+            format!("{} with {r} replica(s) online: {}", nodes.join("; "), self.replicas.describe())
         } else {
             nodes.join("; ")
         }
     }
 
     /// Every node's counters, read concurrently, in slot order (node 1 in the rows serves the
-    /// first slots).
+    /// first slots), and the replicas'.
     pub async fn mark(&self) -> Result<Mark, BoxError> {
-        Ok(Mark { nodes: try_join_all(self.nodes.iter().map(RedisProcess::mark)).await? })
+        let (nodes, replicas) = futures::try_join!(
+            try_join_all(self.nodes.iter().map(RedisProcess::mark)),
+            self.replicas.mark()
+        )?;
+        Ok(Mark { nodes, replicas })
     }
 
-    /// Kills every node and reaps it.
+    /// Kills every node and reaps it, the replicas before the primary they follow.
     pub async fn stop(self) {
+        self.replicas.stop().await;
         for node in self.nodes {
             node.stop().await;
         }
