@@ -238,7 +238,7 @@ impl Redis {
         op: &'static str,
         call: impl Future<Output = RedisResult<T>>,
     ) -> Result<T, A2aError> {
-        let before = self.generation();
+        let before = self.before_write().await;
         let value = self.run(op, self.timeouts.command, call).await?;
         self.replicated(before).await?;
         Ok(value)
@@ -253,8 +253,20 @@ impl Redis {
         acks.replicated(generation).await
     }
 
-    /// The primary link's generation now (0 on a cluster, or with no connection open); take
-    /// it before a write whose replication [`Redis::replicated`] is to confirm.
+    /// What to take before a write (or read) whose replication [`Redis::replicated`] is to
+    /// confirm: the primary link's generation, opening a connection if none is open (else the
+    /// write would open one and never count). 0 without acknowledgements: nothing to confirm.
+    pub async fn before_write(&self) -> u64 {
+        match (&self.link, &self.acks) {
+            (Some(link), Some(_)) => {
+                let opening = tokio::time::timeout(self.timeouts.connect, link.live()).await;
+                opening.ok().and_then(Result::ok).map_or(0, |live| live.generation)
+            }
+            _ => 0,
+        }
+    }
+
+    /// The primary link's generation now (0 on a cluster, or with no connection open).
     pub fn generation(&self) -> u64 {
         self.link.as_ref().map_or(0, |link| link.generation())
     }

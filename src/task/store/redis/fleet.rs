@@ -110,7 +110,7 @@ impl RedisStore {
             cmd.arg("BLOCK").arg(millis(block).max(1));
         }
         cmd.arg("STREAMS").arg(self.keys.events(task_id)).arg(format!("{after_seq}-0"));
-        let before = self.redis.generation();
+        let before = self.redis.before_write().await;
         let reply: Option<Vec<(String, Vec<Entry>)>> = match block {
             Some(block) => self.redis.blocking("read_events", block, &cmd).await?,
             None => self.redis.query("read_events", &cmd).await?,

@@ -243,7 +243,7 @@ impl RedisStore {
     /// The stored task's encoding and its seq, if it exists and belongs to `owner`.
     async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
-        let before = self.redis.generation();
+        let before = self.redis.before_write().await;
         let (bytes, stored_owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
             self.redis.query("get", &cmd).await?;
         match (bytes, stored_owner) {
@@ -285,7 +285,7 @@ impl TaskStore for RedisStore {
         save.arg(&bytes[..]).arg(owner_arg).arg(finished).arg(now).arg(ttl);
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
-        let before = self.redis.generation();
+        let before = self.redis.before_write().await;
         let reply: Vec<String> = self.redis.run("save", limit, save.invoke_async(&mut conn)).await?;
         match reply.as_slice() {
             [ok, newly, size] if ok == "ok" => {

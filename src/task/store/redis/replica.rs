@@ -64,7 +64,7 @@ impl RedisStore {
         reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, None, oid);
-        let before = self.redis.generation();
+        let before = self.redis.before_write().await;
         let single = !self.redis.is_cluster();
         let mut write =
             if single { scripts::WRITE.prepare_invoke() } else { scripts::APPEND_BATCH.prepare_invoke() };
