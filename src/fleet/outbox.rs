@@ -24,8 +24,9 @@ use crate::task::store::redis::OutboxEntry;
 /// Entries read at once.
 const BATCH: usize = 64;
 
-/// Entries handed to the dispatcher and not yet settled, at most: the outbox is read no
-/// faster than it is delivered, so a slow webhook holds back the reading, never memory.
+/// Entries handed to the dispatcher and not yet settled, at most (and no more than one
+/// webhook's queue holds): the outbox is read no faster than it is delivered, so a slow
+/// webhook holds back the reading, never memory.
 const OUTSTANDING: usize = 4096;
 
 /// How long one read waits for new entries (and so how soon a lost lead is noticed).
@@ -38,7 +39,7 @@ impl Inner {
     /// Leads the outbox whenever no other replica does, delivering its entries; forever.
     pub(super) async fn run_outbox(self: Arc<Self>, push: Arc<PushDispatcher>) {
         let (report, reports) = mpsc::channel(OUTSTANDING);
-        let slots = Arc::new(Semaphore::new(OUTSTANDING));
+        let slots = Arc::new(Semaphore::new(push.durable_window(OUTSTANDING)));
         tokio::spawn(self.clone().settle(reports, report.clone(), push.clone(), slots.clone()));
         let lease = self.settings.lease;
         loop {
@@ -103,21 +104,8 @@ impl Inner {
     ) {
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
         let completion = Completion::new(entry.id.clone(), report.clone(), Some(slot));
-        let event = match self.store.outbox_event(&entry.task_id, entry.seq).await {
-            Ok(Some(bytes)) => StreamResponse::decode(bytes),
-            // The task's stream no longer holds it (trimmed, or the task evicted): nothing to
-            // deliver; the completion, dropped, settles the entry.
-            Ok(None) => {
-                tracing::warn!(task_id = %entry.task_id, seq = entry.seq, "a push outbox entry's event is gone");
-                return;
-            }
-            Err(error) => {
-                tracing::warn!(task_id = %entry.task_id, %error, "reading an outbox entry's event failed");
-                completion.unfinished();
-                return;
-            }
-        };
-        let Ok(response) = event else {
+        let Ok(response) = StreamResponse::decode(entry.event.clone()) else {
+            // Not ours to deliver (the completion, dropped, settles it): say so once per entry.
             tracing::warn!(task_id = %entry.task_id, seq = entry.seq, "an outbox entry's event does not decode; skipped");
             return;
         };

@@ -175,6 +175,9 @@ pub struct PushDispatcher {
     /// Events come from a durable outbox ([`PushDispatcher::deliver_durable`]), not from the
     /// actors.
     durable: std::sync::atomic::AtomicBool,
+    /// `--push-queue-capacity`: how many durable events may be out at once (a webhook's queue
+    /// then never sheds one for want of room).
+    queue_capacity: usize,
 }
 
 impl PushDispatcher {
@@ -182,6 +185,7 @@ impl PushDispatcher {
     pub fn start(store: Arc<dyn TaskStore>, settings: PushSettings) -> Result<Arc<Self>, String> {
         let client = delivery::client(&settings)?;
         let (jobs, receiver) = mpsc::channel(DISPATCH_QUEUE);
+        let queue_capacity = settings.queue_capacity.max(1);
         let stats = Arc::new(PushStats::default());
         let tasks = Tasks::default();
         let router = Router {
@@ -196,7 +200,7 @@ impl PushDispatcher {
             routed: 0,
         };
         tokio::spawn(router.run(receiver));
-        Ok(Arc::new(Self { jobs, stats, tasks, durable: Default::default() }))
+        Ok(Arc::new(Self { jobs, stats, tasks, durable: Default::default(), queue_capacity }))
     }
 
     /// Gives the workers the tasks whose events they deliver (a weak reference: the tasks'
@@ -208,6 +212,12 @@ impl PushDispatcher {
     /// Delivery counters.
     pub fn stats(&self) -> &PushStats {
         &self.stats
+    }
+
+    /// How many durable events a reader may have out at once: no more than one webhook's queue
+    /// holds, so none is shed for want of room (only the byte budget can still shed one).
+    pub fn durable_window(&self, most: usize) -> usize {
+        self.queue_capacity.min(most).max(1)
     }
 
     /// From now on events come from a durable outbox only; the actors' hand-over is ignored.

@@ -1,8 +1,9 @@
 //! The durable push outbox (single node or Sentinels): one Redis stream `P:{outbox}` of
-//! (task, seq, owner) entries, one per event of a task that has webhooks, written by the
-//! [`scripts::WRITE`] step that writes the event itself. One replica at a time reads it (it
-//! holds `P:{outbox}:leader`, a lease) through the consumer group `push`, delivers each event
-//! (read back from the task's own stream) and only then acknowledges and deletes the entry.
+//! (task, seq, owner, event) entries, one per event of a task that has webhooks, written by
+//! the [`scripts::WRITE`] step that writes the event itself. The entry carries the event: the
+//! task's own stream keeps only its newest events, and a burst must not outrun a webhook that
+//! is down. One replica at a time reads it (it holds `P:{outbox}:leader`, a lease) through the
+//! consumer group `push`, delivers each event and only then acknowledges and deletes the entry.
 //! Entries a dead reader had taken are claimed by the next one once idle for a lease
 //! (`XAUTOCLAIM`); the fleet side is `fleet/outbox.rs`.
 //!
@@ -47,6 +48,8 @@ pub struct OutboxEntry {
     pub seq: u64,
     /// The task's owner.
     pub owner: Owner,
+    /// The event (an encoded `StreamResponse`).
+    pub event: Bytes,
 }
 
 /// The outbox's switch and the tasks that must not take the native first write.
@@ -194,26 +197,19 @@ impl RedisStore {
             let task_id: Option<String> = id.get("t");
             let seq: Option<u64> = id.get("s");
             let owner = id.get::<String>("o").and_then(|oid| owner_from_id(&oid));
-            match (task_id, seq, owner) {
-                (Some(task_id), Some(seq), Some(owner)) => {
-                    entries.push(OutboxEntry { id: id.id, task_id, seq, owner })
+            let event = id.get::<Vec<u8>>("e").map(Bytes::from);
+            match (task_id, seq, owner, event) {
+                (Some(task_id), Some(seq), Some(owner), Some(event)) => {
+                    entries.push(OutboxEntry { id: id.id, task_id, seq, owner, event })
                 }
                 _ => foreign.push(id.id),
             }
         }
         if !foreign.is_empty() {
-            tracing::warn!(entries = ?foreign, "push outbox entries this server did not write; skipped");
+            tracing::warn!(entries = foreign.len(), "push outbox entries this server did not write; skipped");
             let _ = self.outbox_done(&foreign).await;
         }
         entries
-    }
-
-    /// The encoded event `seq` of `task_id`, if the stream still holds it.
-    pub async fn outbox_event(&self, task_id: &str, seq: u64) -> Result<Option<Bytes>, A2aError> {
-        let id = format!("{seq}-0");
-        let cmd = redis::cmd("XRANGE").arg(self.keys.events(task_id)).arg(&id).arg(&id).to_owned();
-        let entries: Vec<(String, Vec<Vec<u8>>)> = self.redis.query("outbox_event", &cmd).await?;
-        Ok(entries.into_iter().next().and_then(|(_, fields)| fields.into_iter().nth(1)).map(Bytes::from))
     }
 
     /// Acknowledges and deletes entries whose deliveries are over.

@@ -188,7 +188,7 @@ return taken
 /// (refused as [`APPEND_BATCH`] is), then the index move and, once finished, the retention
 /// note. A cluster runs the same functions slot by slot instead.
 /// With the durable push outbox on, a task with webhooks (its push hash exists) also gets an
-/// outbox entry per event, in the same step (`outbox.rs`).
+/// outbox entry per event, carrying the event, in the same step (`outbox.rs`).
 /// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes,
 /// outbox. ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4,
 /// 5 (the task id is the task's); 14 task id; 15 `<owner id>/<task id>`; 16 the outbox's
@@ -202,7 +202,7 @@ if appended[1] ~= 'ok' then return appended end
 if ARGV[16] ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
   local first = tonumber(ARGV[6])
   for i = 17, #ARGV do
-    redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[16], '*', 't', ARGV[14], 's', first + i - 17, 'o', ARGV[2])
+    redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[16], '*', 't', ARGV[14], 's', first + i - 17, 'o', ARGV[2], 'e', ARGV[i])
   end
 end
 if ARGV[9] == '1' or appended[2] == '1' then
