@@ -110,4 +110,7 @@ async fn every_event_reaches_a_webhook_that_was_down_while_its_owner_died() {
     let failed =
         receiver.calls.lock().unwrap().iter().filter(|c| c.headers.get("a2a-delivery-id").is_none()).count();
     assert_eq!(failed, 0, "every POST names its delivery");
+    // Redis never failed: a replica waiting for the lead must not count errors (each would
+    // be a break in its sight of Redis, holding its sweeper back a lease).
+    assert_eq!(fleet[survivor].metric("a2a_redis_errors_total").await, 0.0, "no failed Redis call");
 }

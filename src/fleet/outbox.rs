@@ -85,6 +85,8 @@ impl Inner {
                 Err(error) => {
                     tracing::warn!(%error, "reading the push outbox failed");
                     tokio::time::sleep(READ_BLOCK).await;
+                    // A Redis that restarted empty has no group any more (NOGROUP).
+                    let _ = self.store.outbox_prepare().await;
                     continue;
                 }
             };

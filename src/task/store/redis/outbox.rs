@@ -105,21 +105,14 @@ impl RedisStore {
             || !(self.outbox.overflowed.load(Ordering::Relaxed) || self.outbox.noted().contains(task_id))
     }
 
-    /// Creates the consumer group (and the stream) if missing.
+    /// Creates the consumer group (and the stream) if missing (again after a Redis that lost
+    /// its data); an existing one is no error.
     pub async fn outbox_prepare(&self) -> Result<(), A2aError> {
-        let cmd = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(self.keys.outbox())
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
-            .to_owned();
-        match self.redis.query::<String>("outbox_prepare", &cmd).await {
-            Ok(_) => Ok(()),
-            // BUSYGROUP: another replica (or an earlier life) created it.
-            Err(error) if error.to_string().contains("BUSYGROUP") => Ok(()),
-            Err(error) => Err(error),
-        }
+        let mut invocation = scripts::OUTBOX_GROUP.prepare_invoke();
+        invocation.key(self.keys.outbox()).arg(GROUP);
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        self.redis.run("outbox_prepare", limit, invocation.invoke_async::<i64>(&mut conn)).await.map(drop)
     }
 
     /// Takes (or keeps) the outbox's lead for `replica` for `ttl`; `false` if another leads.

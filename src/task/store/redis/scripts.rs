@@ -330,6 +330,23 @@ return 1
     )
 });
 
+/// Creates the push outbox's consumer group (and its stream) unless it exists. KEYS: outbox.
+/// ARGV: group. An existing group is no error: every replica runs this, and a call that fails
+/// counts as a break in its sight of Redis (`conn.rs`), which would hold its sweeper back.
+/// Returns 1 when it created the group, 0 when it was there.
+pub static OUTBOX_GROUP: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
+if type(created) == 'table' and created.err then
+  if string.find(created.err, 'BUSYGROUP', 1, true) then return 0 end
+  return redis.error_reply(created.err)
+end
+return 1
+",
+    )
+});
+
 /// Takes the lease, or extends it if it is ours already. KEYS: lease. ARGV: replica, ttl ms.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
