@@ -127,19 +127,22 @@ impl Link {
     }
 
     /// Drops generation `generation` (if still in use): the next call opens a new connection.
-    pub fn drop_generation(&self, generation: u64) {
+    /// Whether it was in use.
+    pub fn drop_generation(&self, generation: u64) -> bool {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-        if current.as_ref().is_some_and(|live| live.generation == generation) {
+        let in_use = current.as_ref().is_some_and(|live| live.generation == generation);
+        if in_use {
             *current = None;
         }
+        in_use
     }
 
     /// Notes how a call on `generation` failed, dropping the connection when the failure says
     /// the node is gone, unreachable, or no longer the primary.
     pub fn failed(&self, generation: u64, error: &RedisError) {
-        if ends_connection(error) {
+        // Logged once per connection: every call in flight on it fails the same way.
+        if ends_connection(error) && self.drop_generation(generation) {
             tracing::warn!(generation, %error, "dropping the Redis connection");
-            self.drop_generation(generation);
         }
     }
 }

@@ -174,12 +174,8 @@ impl RedisStore {
     pub async fn outbox_reclaim(&self, replica: &str, ids: &[String]) -> Result<Vec<OutboxEntry>, A2aError> {
         let cmd =
             redis::cmd("XCLAIM").arg(self.keys.outbox()).arg(GROUP).arg(replica).arg(0).arg(ids).to_owned();
-        let claimed: Vec<StreamId> =
-            match self.redis.query::<redis::streams::StreamClaimReply>("outbox_reclaim", &cmd).await {
-                Ok(reply) => reply.ids,
-                Err(error) => return Err(error),
-            };
-        Ok(self.entries(claimed).await)
+        let reply: redis::streams::StreamClaimReply = self.redis.query("outbox_reclaim", &cmd).await?;
+        Ok(self.entries(reply.ids).await)
     }
 
     /// Parses entries; one this code did not write is acknowledged and skipped.
