@@ -161,3 +161,4 @@ pub mod task;
 pub mod telemetry;
 pub mod transport;
 pub mod ui;
+pub mod upstream;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use a2a_server::agent::AgentExecutor;
 use a2a_server::agent::demo::DemoAgent;
 use a2a_server::agent::exec::ExecAgent;
+use a2a_server::agent::relay::RelayAgent;
 use a2a_server::auth::Authenticator;
 use a2a_server::card::{self, CardOverrides};
 use a2a_server::config::{AgentKind, Config, LogFormat};
@@ -90,7 +91,7 @@ fn init_logging(config: &Config) -> Tracing {
     }
 }
 
-fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
+async fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
     if config.agent != AgentKind::Exec && !config.command.is_empty() {
         config_error(format!("a command after `--` needs --agent exec (the agent is {:?})", config.agent));
     }
@@ -102,11 +103,18 @@ fn agent(config: &Config) -> (Arc<dyn AgentExecutor>, AgentCard) {
             let card = agent.card();
             (Arc::new(agent), card)
         }
+        AgentKind::A2a => {
+            let settings = config.upstream.settings().unwrap_or_else(|e| config_error(e));
+            let (agent, card) = RelayAgent::connect(settings)
+                .await
+                .unwrap_or_else(|error| config_error(format!("--agent a2a: {error}")));
+            (Arc::new(agent), card)
+        }
     }
 }
 
 async fn run(config: Config) -> Result<(), BoxError> {
-    let (executor, default_card) = agent(&config);
+    let (executor, default_card) = agent(&config).await;
     let card_file = config.card_file().unwrap_or_else(|e| config_error(e));
     if card_file.as_ref().is_some_and(|card| !card.supported_interfaces.is_empty()) {
         tracing::warn!(

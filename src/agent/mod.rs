@@ -9,10 +9,11 @@
 //! execution; a panic in `execute` fails the task too. Once the task is terminal the sink is
 //! closed: `send` answers [`SinkClosed`], which `?` turns into an error that ends the execution.
 //!
-//! Built-in agents: [`demo`] (deterministic behaviours for trying the protocol) and [`exec`]
-//! (runs a command per task). `examples/shout.rs` builds a server around a custom agent.
+//! Built-in agents: [`demo`] (deterministic behaviours for trying the protocol), [`exec`]
+//! (runs a command per task) and [`relay`] (each task is one task of an upstream A2A agent). `examples/shout.rs` builds a server around a custom agent.
 pub mod demo;
 pub mod exec;
+pub mod relay;
 
 use std::sync::Arc;
 
@@ -100,6 +101,13 @@ pub trait AgentExecutor: Send + Sync + 'static {
     /// agent stops its process group). Executions are dropped at an `.await`, so resources
     /// they own should also clean up on drop.
     async fn cancel(&self, _task_id: &str) {}
+
+    /// [`cancel`](Self::cancel) with the whole task at hand, for an agent that keeps what it
+    /// needs to cancel in the task (the relay keeps the upstream's task id in its metadata, so
+    /// any replica can cancel it). By default, `cancel` with the task's id.
+    async fn cancel_task(&self, task: &Task) {
+        self.cancel(&task.id).await
+    }
 }
 
 /// What an execution knows about the message it handles.
@@ -157,7 +165,8 @@ impl RequestContext {
 /// One thing an agent reports.
 #[derive(Debug, Clone)]
 pub enum AgentEvent {
-    /// A new status.
+    /// A new status. Its `metadata` is also merged into the task's (key by key), which is
+    /// where an agent keeps what a later execution, on any replica, needs.
     Status(TaskStatusUpdateEvent),
     /// A whole artifact or a chunk of one.
     Artifact(TaskArtifactUpdateEvent),

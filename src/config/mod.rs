@@ -15,10 +15,12 @@ use crate::server::ClientAuth;
 use crate::ui::UiMode;
 
 mod redis;
+mod upstream;
 pub mod settings;
 mod values;
 
 pub use redis::RedisFlags;
+pub use upstream::{BindingFlag, UpstreamFlags, VersionFlag};
 
 /// a2a-server: hosts an agent behind the A2A v1.0 protocol (gRPC first).
 #[derive(Debug, Clone, Parser)]
@@ -75,6 +77,10 @@ pub struct Config {
     /// `redis+cluster://H1:P1,H2:P2,…` (Redis Cluster).
     #[arg(long, env = "A2A_STORE", default_value = "memory")]
     pub store: String,
+
+    /// The relay agent's upstream (`--upstream…`, with `--agent a2a`).
+    #[command(flatten)]
+    pub upstream: UpstreamFlags,
 
     /// The Redis store's own settings (`--redis-…`).
     #[command(flatten)]
@@ -520,6 +526,8 @@ pub enum AgentKind {
     Demo,
     /// Runs the command after `--` for each task (see the README).
     Exec,
+    /// Relays each task to an upstream A2A agent, v1.0 or v0.3 (`--upstream URL`).
+    A2a,
 }
 
 /// A feature switch.

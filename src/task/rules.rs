@@ -130,6 +130,9 @@ pub(crate) fn set_status(
         message.context_id = task.context_id.clone();
         push_lean(&mut task.history, message.clone());
     }
+    if let Some(metadata) = &metadata {
+        merge_metadata(task, metadata);
+    }
     let previous = state_of(task.status.as_ref());
     if !announce {
         task.status = Some(status);
@@ -145,6 +148,15 @@ pub(crate) fn set_status(
         generation: 0,
     };
     Change::Status { previous, update: Some(update) }
+}
+
+/// Merges a status update's metadata into the task's, key by key: the update says what changed,
+/// the task keeps the latest value of each key.
+fn merge_metadata(task: &mut Task, metadata: &pbjson_types::Struct) {
+    let fields = &mut task.metadata.get_or_insert_with(Default::default).fields;
+    for (key, value) in &metadata.fields {
+        fields.insert(key.clone(), value.clone());
+    }
 }
 
 /// Marks `payload` (an update, if announced) and `task` with the task's new `generation`
@@ -376,6 +388,20 @@ mod tests {
         assert!(!recorded.message_id.is_empty());
         assert_eq!((recorded.task_id.as_str(), recorded.context_id.as_str()), ("t1", "c1"));
         assert_eq!(task.status.as_ref().unwrap().message.as_ref(), Some(recorded));
+    }
+
+    #[test]
+    fn a_status_updates_metadata_is_merged_into_the_tasks_key_by_key() {
+        let value = |text: &str| pbjson_types::Value { kind: Some(pbjson_types::value::Kind::StringValue(text.into())) };
+        let with = |pairs: &[(&str, &str)]| pbjson_types::Struct {
+            fields: pairs.iter().map(|(k, v)| ((*k).to_owned(), value(v))).collect(),
+        };
+        let mut task = task();
+        let working = || TaskStatus { state: TaskState::Working as i32, message: None, timestamp: None };
+        set_status(&mut task, false, working(), Some(with(&[("a", "1"), ("b", "1")])));
+        set_status(&mut task, true, working(), Some(with(&[("b", "2")])));
+        set_status(&mut task, true, working(), None);
+        assert_eq!(task.metadata, Some(with(&[("a", "1"), ("b", "2")])));
     }
 
     #[test]

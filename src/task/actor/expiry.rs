@@ -53,7 +53,7 @@ impl TaskActor {
         };
         let text = format!("canceled: no {what} arrived within {} (--input-timeout-secs)", span(timeout));
         tracing::info!(task_id = %self.task.id, reason = %text, "task expired");
-        self.env.executor.cancel(&self.task.id).await;
+        self.env.executor.cancel_task(&self.task).await;
         self.executions.abort_all();
         let status = TaskStatus { state: TaskState::Canceled as i32, ..rules::failure(&text) };
         self.set_status(status);

@@ -303,7 +303,7 @@ impl TaskActor {
                 self.deliver(Held::Ready(Box::new(move |stored| drop(reply.send(stored.map(|()| task))))));
             }
             Command::Cancel { reply } => {
-                self.env.executor.cancel(&self.task.id).await;
+                self.env.executor.cancel_task(&self.task).await;
                 self.executions.abort_all();
                 let canceled =
                     TaskStatus { state: TaskState::Canceled as i32, message: None, timestamp: None };

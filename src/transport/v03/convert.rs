@@ -193,6 +193,73 @@ pub fn push_config_ref_in(params: &Value) -> Result<Value, A2aError> {
     Ok(json!({"taskId": task_id, "id": config_id}))
 }
 
+/// A v0.3 `TaskStatus` (kebab-case state) as a v1.0 one.
+fn status_in(status: &Value) -> Result<Value, A2aError> {
+    let mut out = object(status, "status")?.clone();
+    let state = out.get("state").and_then(Value::as_str).unwrap_or("unknown");
+    let state = STATES.iter().find(|(_, v03)| *v03 == state).map_or("TASK_STATE_UNSPECIFIED", |(v1, _)| v1);
+    out.insert("state".into(), state.into());
+    if let Some(message) = out.get("message").filter(|v| !v.is_null()) {
+        let message = message_in(message)?;
+        out.insert("message".into(), message);
+    }
+    Ok(Value::Object(out))
+}
+
+/// A v0.3 `Artifact` (parts with `kind`) as a v1.0 one.
+fn artifact_in(artifact: &Value) -> Result<Value, A2aError> {
+    let mut out = object(artifact, "artifact")?.clone();
+    let parts = out.get("parts").and_then(Value::as_array).map(|parts| parts.iter().map(part_in).collect());
+    out.insert("parts".into(), Value::Array(parts.transpose()?.unwrap_or_default()));
+    Ok(Value::Object(out))
+}
+
+/// A v0.3 `Task` (`kind: "task"`) as a v1.0 one.
+fn task_in(task: &Value) -> Result<Value, A2aError> {
+    let mut out = object(task, "task")?.clone();
+    out.remove("kind");
+    let status = status_in(out.get("status").unwrap_or(&json!({})))?;
+    out.insert("status".into(), status);
+    for (key, map) in [("history", message_in as fn(&Value) -> Result<Value, A2aError>), ("artifacts", artifact_in)] {
+        if let Some(items) = out.get(key).and_then(Value::as_array) {
+            let converted = items.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+            out.insert(key.into(), Value::Array(converted));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// A v0.3 result (what an upstream v0.3 agent answers to `message/send`, `message/stream`,
+/// `tasks/get`, `tasks/resubscribe`: a Task, Message or event, told apart by `kind`) as the
+/// v1.0 `StreamResponse` ProtoJSON; the inverse of [`result_out`]. `final` is dropped: v1.0
+/// derives it from the state.
+pub fn result_in(result: &Value) -> Result<Value, A2aError> {
+    let kind = result.get("kind").and_then(Value::as_str).unwrap_or_default();
+    Ok(match kind {
+        "task" => json!({"task": task_in(result)?}),
+        "message" => {
+            let mut message = object(result, "message")?.clone();
+            message.remove("kind");
+            json!({"message": message_in(&Value::Object(message))?})
+        }
+        "status-update" => {
+            let mut update = object(result, "statusUpdate")?.clone();
+            update.retain(|name, _| !["kind", "final"].contains(&name.as_str()));
+            let status = status_in(update.get("status").unwrap_or(&json!({})))?;
+            update.insert("status".into(), status);
+            json!({"statusUpdate": update})
+        }
+        "artifact-update" => {
+            let mut update = object(result, "artifactUpdate")?.clone();
+            update.remove("kind");
+            let artifact = artifact_in(update.get("artifact").unwrap_or(&json!({})))?;
+            update.insert("artifact".into(), artifact);
+            json!({"artifactUpdate": update})
+        }
+        other => return Err(invalid("result.kind", &format!("unknown kind {other:?}"))),
+    })
+}
+
 // ---- v1.0 → v0.3 -------------------------------------------------------------------------
 
 fn rename_enum(value: &mut Value, pairs: &[(&str, &str)]) {

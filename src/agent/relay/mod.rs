@@ -1,0 +1,357 @@
+//! The relay agent (`--agent a2a --upstream URL`): each task here is one task of an upstream
+//! A2A agent, v1.0 or v0.3, reached through [`crate::upstream`]. Every upstream event becomes
+//! this task's event (with this server's ids and generations), so the upstream agent gets
+//! every binding, resume, the fleet, auth, limits, push and `/ui` of this server.
+//!
+//! - **The upstream task's id is kept in the task's metadata** (key [`UPSTREAM_KEY`], set with
+//!   the first status relayed), so a follow-up or a cancel on any replica reaches the same
+//!   upstream task.
+//! - **A stream that breaks is resumed** with the upstream's own subscribe (or, for an
+//!   upstream that does not stream, by reading the task), and [`Mirror`] relays only what this
+//!   task does not show yet.
+//! - **An upstream that fails, or stays unreachable for `--upstream-retry-secs`, fails the
+//!   task** with a status message naming it; a task never hangs on it.
+mod mirror;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use pbjson_types::value::Kind;
+
+pub use mirror::{Catch, Mirror};
+
+use super::{AgentEvent, AgentExecutor, EventSink, RequestContext, SinkClosed};
+use crate::error::A2aError;
+use crate::proto::{
+    AgentCard, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task,
+    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent, stream_response::Payload,
+};
+use crate::upstream::{Events, Upstream, UpstreamCard, UpstreamError, UpstreamSettings, UpstreamVersion};
+
+/// The task metadata key holding `{"taskId": …, "contextId": …}` of the upstream task.
+pub const UPSTREAM_KEY: &str = "a2aServerUpstream";
+
+/// The relay agent.
+pub struct RelayAgent {
+    upstream: Upstream,
+    /// How failures name the upstream: its URL without credentials, query or fragment.
+    name: String,
+}
+
+impl RelayAgent {
+    /// Reads the upstream's card and connects; the card returned is the upstream's own
+    /// (name, description, skills, modes) for this server to complete with its interfaces.
+    pub async fn connect(settings: UpstreamSettings) -> Result<(Self, AgentCard), String> {
+        let (upstream, UpstreamCard { card, endpoint, streaming }) = Upstream::connect(settings).await?;
+        let name = url::Url::parse(&endpoint.url)
+            .map(|mut url| {
+                let _ = url.set_password(None);
+                let _ = url.set_username("");
+                url.set_query(None);
+                url.set_fragment(None);
+                url.to_string()
+            })
+            .unwrap_or_else(|_| endpoint.url.clone());
+        tracing::info!(upstream = %name, binding = ?endpoint.binding, version = ?endpoint.version, streaming, "relaying to an upstream agent");
+        Ok((Self { upstream, name }, card))
+    }
+}
+
+#[async_trait]
+impl AgentExecutor for RelayAgent {
+    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+        let mut relay = Relay {
+            upstream: &self.upstream,
+            name: &self.name,
+            events: &events,
+            mirror: Mirror::of(&ctx.task),
+            remote: upstream_ref(&ctx.task),
+            stored: upstream_ref(&ctx.task).is_some(),
+            new_task: ctx.new_task,
+        };
+        match relay.run(&ctx).await {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Failed(why)) => {
+                tracing::warn!(task_id = %ctx.task_id, upstream = %self.name, %why, "relayed task failed");
+                relay.fail(&why).await.or(Ok(()))
+            }
+        }
+    }
+
+    async fn cancel_task(&self, task: &Task) {
+        let Some(remote) = upstream_ref(task) else { return };
+        // Off the actor: the task is canceled here at once, the upstream as soon as it answers.
+        let upstream = self.upstream.clone();
+        let (name, task_id) = (self.name.clone(), task.id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = upstream.cancel(&remote.task_id).await {
+                tracing::warn!(%task_id, upstream = %name, %error, "the upstream did not cancel its task");
+            }
+        });
+    }
+}
+
+/// The upstream task a task of ours is.
+#[derive(Debug, Clone, PartialEq)]
+struct Remote {
+    task_id: String,
+    context_id: String,
+}
+
+fn upstream_ref(task: &Task) -> Option<Remote> {
+    let fields = &task.metadata.as_ref()?.fields.get(UPSTREAM_KEY)?.kind;
+    let Some(Kind::StructValue(object)) = fields else { return None };
+    let text = |key: &str| match object.fields.get(key).and_then(|v| v.kind.as_ref()) {
+        Some(Kind::StringValue(text)) => text.clone(),
+        _ => String::new(),
+    };
+    let remote = Remote { task_id: text("taskId"), context_id: text("contextId") };
+    (!remote.task_id.is_empty()).then_some(remote)
+}
+
+fn ref_metadata(remote: &Remote) -> pbjson_types::Struct {
+    let text = |t: &str| pbjson_types::Value { kind: Some(Kind::StringValue(t.to_owned())) };
+    let object = pbjson_types::Struct {
+        fields: [("taskId".to_owned(), text(&remote.task_id)), ("contextId".to_owned(), text(&remote.context_id))]
+            .into_iter()
+            .collect(),
+    };
+    let value = pbjson_types::Value { kind: Some(Kind::StructValue(object)) };
+    pbjson_types::Struct { fields: [(UPSTREAM_KEY.to_owned(), value)].into_iter().collect() }
+}
+
+/// Why a relay stopped early.
+enum Stop {
+    /// The task no longer takes events (canceled here, or ended).
+    Closed,
+    /// The upstream failed the relay: the task fails, saying this.
+    Failed(String),
+}
+
+impl From<SinkClosed> for Stop {
+    fn from(_: SinkClosed) -> Self {
+        Stop::Closed
+    }
+}
+
+/// How following one upstream call ended.
+enum Followed {
+    /// The task is terminal or waiting (or the answer was a direct message).
+    Settled,
+    /// The upstream answered, and the task is still running there.
+    Running,
+    /// The call ended or broke first, or the upstream was not reached.
+    Broke(String),
+}
+
+/// One execution's relay.
+struct Relay<'a> {
+    upstream: &'a Upstream,
+    name: &'a str,
+    events: &'a EventSink,
+    mirror: Mirror,
+    remote: Option<Remote>,
+    /// Whether the task's metadata holds `remote` already.
+    stored: bool,
+    new_task: bool,
+}
+
+impl Relay<'_> {
+    async fn run(&mut self, ctx: &RequestContext) -> Result<(), Stop> {
+        let request = self.outgoing(ctx);
+        let events = match self.upstream.send(request).await {
+            Ok(events) => events,
+            Err(error) => return Err(Stop::Failed(format!("the message was not delivered: {error}"))),
+        };
+        let mut why = match self.follow(events).await? {
+            Followed::Settled => return Ok(()),
+            Followed::Running => String::new(),
+            Followed::Broke(why) => why,
+        };
+        // Only time without an answer counts against the retry window.
+        let window = self.upstream.settings().retry_window;
+        let mut deadline = tokio::time::Instant::now() + window;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let Some(remote) = self.remote.clone() else {
+                return Err(Stop::Failed(format!("the call ended before the upstream named a task ({why})")));
+            };
+            match self.resume(&remote.task_id).await? {
+                Followed::Settled => return Ok(()),
+                Followed::Running => {
+                    deadline = tokio::time::Instant::now() + window;
+                    pause = self.upstream.settings().poll_interval;
+                }
+                Followed::Broke(again) => why = again,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Stop::Failed(format!("unreachable for {} s: {why}", window.as_secs())));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(self.upstream.settings().poll_interval);
+        }
+    }
+
+    /// The request sent upstream: the client's message, addressed to the upstream task (or, for
+    /// a new task, to this task's context, which the upstream may adopt).
+    fn outgoing(&self, ctx: &RequestContext) -> SendMessageRequest {
+        let mut message = ctx.message.clone();
+        match &self.remote {
+            Some(remote) => {
+                message.task_id = remote.task_id.clone();
+                message.context_id = remote.context_id.clone();
+            }
+            None => message.task_id.clear(),
+        }
+        // They name tasks of this server, which the upstream does not know.
+        message.reference_task_ids.clear();
+        let configuration = (!ctx.accepted_output_modes.is_empty()).then(|| SendMessageConfiguration {
+            accepted_output_modes: ctx.accepted_output_modes.clone(),
+            ..Default::default()
+        });
+        SendMessageRequest { tenant: String::new(), message: Some(message), configuration, metadata: ctx.metadata.clone() }
+    }
+
+    /// One more try after a break. A v1.0 upstream that streams is subscribed to: its stream
+    /// opens with the task, so what was missed is caught up exactly, then followed. Otherwise
+    /// the task is read: a v0.3 `tasks/resubscribe` opens with the next event and no snapshot,
+    /// so what happened meanwhile could be neither told apart nor replayed exactly.
+    async fn resume(&mut self, task_id: &str) -> Result<Followed, Stop> {
+        if self.upstream.streams() && self.upstream.endpoint().version == UpstreamVersion::V10 {
+            match self.upstream.subscribe(task_id).await {
+                Ok(events) => return self.follow(events).await,
+                Err(UpstreamError::Unreachable(why)) => return Ok(Followed::Broke(why)),
+                // Refused: a task that is over can no longer be subscribed to; read it.
+                Err(_) => {}
+            }
+        }
+        self.read(task_id).await
+    }
+
+    /// Reads the upstream task and relays what it holds that is new.
+    async fn read(&mut self, task_id: &str) -> Result<Followed, Stop> {
+        match self.upstream.get_task(task_id).await {
+            Ok(task) => {
+                self.snapshot(task).await?;
+                if self.mirror.settled() {
+                    return Ok(Followed::Settled);
+                }
+                Ok(Followed::Running)
+            }
+            Err(UpstreamError::Unreachable(why)) => Ok(Followed::Broke(why)),
+            Err(error) => Err(Stop::Failed(error.to_string())),
+        }
+    }
+
+    /// Relays one call's events until the task settles or the call ends.
+    async fn follow(&mut self, mut events: Events) -> Result<Followed, Stop> {
+        while let Some(event) = events.next().await {
+            let payload = match event {
+                Ok(StreamResponse { payload: Some(payload) }) => payload,
+                Ok(StreamResponse { payload: None }) => continue,
+                Err(UpstreamError::Unreachable(why)) => return Ok(Followed::Broke(why)),
+                Err(error) => return Err(Stop::Failed(error.to_string())),
+            };
+            match payload {
+                Payload::Message(message) if self.new_task && self.remote.is_none() => {
+                    let reply = Message { task_id: String::new(), context_id: self.events.context_id().into(), ..message };
+                    self.events.send(AgentEvent::Message(reply)).await?;
+                    return Ok(Followed::Settled);
+                }
+                Payload::Message(message) => {
+                    // A message about a task: shown as its status message, the state unchanged.
+                    let state = self.mirror.state();
+                    let state = if state == TaskState::Submitted { TaskState::Working } else { state };
+                    let status = TaskStatus { state: state as i32, message: Some(message), timestamp: None };
+                    self.status(status, None).await?;
+                }
+                Payload::Task(task) => {
+                    self.learn(&task.id, &task.context_id);
+                    self.snapshot(task).await?;
+                }
+                Payload::StatusUpdate(update) => {
+                    self.learn(&update.task_id, &update.context_id);
+                    if let Some(status) = update.status {
+                        self.status(status, update.metadata).await?;
+                    }
+                }
+                Payload::ArtifactUpdate(update) => {
+                    self.learn(&update.task_id, &update.context_id);
+                    if let Some(artifact) = update.artifact {
+                        self.artifact(artifact, update.append, update.last_chunk, update.metadata).await?;
+                    }
+                }
+            }
+            if self.mirror.settled() {
+                return Ok(Followed::Settled);
+            }
+        }
+        Ok(Followed::Broke("the upstream ended the stream before the task ended".into()))
+    }
+
+    /// Notes the upstream task's ids the first time an event names them.
+    fn learn(&mut self, task_id: &str, context_id: &str) {
+        if self.remote.is_none() && !task_id.is_empty() {
+            self.remote = Some(Remote { task_id: task_id.into(), context_id: context_id.into() });
+        }
+    }
+
+    /// Relays what an upstream snapshot holds that is new.
+    async fn snapshot(&mut self, task: Task) -> Result<(), Stop> {
+        for change in self.mirror.catch_up(&task) {
+            match change {
+                Catch::Artifact { artifact, append, last_chunk } => {
+                    self.artifact(artifact, append, last_chunk, None).await?
+                }
+                Catch::Status(status) => self.status(status, None).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Relays a status. The first one relayed after the upstream named its task carries that
+    /// name into the task's metadata (no event of its own, so the sequence stays the
+    /// upstream's; every execution ends on a status, so it is stored before a follow-up).
+    async fn status(&mut self, mut status: TaskStatus, metadata: Option<pbjson_types::Struct>) -> Result<(), Stop> {
+        let mut metadata = metadata;
+        if !self.stored && let Some(remote) = &self.remote {
+            let mut merged = metadata.unwrap_or_default();
+            merged.fields.extend(ref_metadata(remote).fields);
+            metadata = Some(merged);
+            self.stored = true;
+        }
+        if let Some(message) = status.message.as_mut() {
+            // This task's ids replace the upstream's (the task's rules set them).
+            message.task_id.clear();
+            message.context_id.clear();
+        }
+        self.mirror.status(&status);
+        let update = TaskStatusUpdateEvent { status: Some(status), metadata, ..Default::default() };
+        self.events.send(AgentEvent::Status(update)).await?;
+        Ok(())
+    }
+
+    async fn artifact(
+        &mut self,
+        artifact: crate::proto::Artifact,
+        append: bool,
+        last_chunk: bool,
+        metadata: Option<pbjson_types::Struct>,
+    ) -> Result<(), Stop> {
+        self.mirror.artifact(&artifact, append);
+        let update = TaskArtifactUpdateEvent { artifact: Some(artifact), append, last_chunk, metadata, ..Default::default() };
+        self.events.send(AgentEvent::Artifact(update)).await?;
+        Ok(())
+    }
+
+    /// Fails the task, naming the upstream.
+    async fn fail(&mut self, why: &str) -> Result<(), SinkClosed> {
+        let text = format!("upstream agent {}: {why}", self.name);
+        let message = self.events.agent_message(&text);
+        match self.status(TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None }, None).await {
+            Err(Stop::Closed) => Err(SinkClosed),
+            _ => Ok(()),
+        }
+    }
+}
