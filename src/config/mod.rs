@@ -15,8 +15,8 @@ use crate::server::ClientAuth;
 use crate::ui::UiMode;
 
 mod redis;
-mod upstream;
 pub mod settings;
+mod upstream;
 mod values;
 
 pub use redis::RedisFlags;

@@ -79,7 +79,10 @@ pub enum VersionFlag {
 impl UpstreamFlags {
     /// The client settings, with header values expanded and PEM files read.
     pub fn settings(&self) -> Result<UpstreamSettings, String> {
-        let url = self.upstream_url.clone().ok_or("--agent a2a needs --upstream URL (the upstream agent's card)")?;
+        let url = self
+            .upstream_url
+            .clone()
+            .ok_or("--agent a2a needs --upstream URL (the upstream agent's card)")?;
         let read = |path: &PathBuf| std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
         let identity = match (&self.upstream_client_cert, &self.upstream_client_key) {
             (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
@@ -95,7 +98,11 @@ impl UpstreamFlags {
                 VersionFlag::V10 => UpstreamVersion::V10,
                 VersionFlag::V03 => UpstreamVersion::V03,
             },
-            headers: self.upstream_headers.iter().map(|h| header(h, |name| std::env::var(name).ok())).collect::<Result<_, _>>()?,
+            headers: self
+                .upstream_headers
+                .iter()
+                .map(|h| header(h, |name| std::env::var(name).ok()))
+                .collect::<Result<_, _>>()?,
             call_timeout: Duration::from_millis(self.upstream_timeout_ms),
             retry_window: Duration::from_secs(self.upstream_retry_secs),
             tls_ca_pem: self.upstream_ca.as_ref().map(read).transpose()?,
@@ -107,15 +114,19 @@ impl UpstreamFlags {
 
 /// `'Name: value'` as a header, `${VAR}` in the value replaced by `env(VAR)`.
 fn header(flag: &str, env: impl Fn(&str) -> Option<String>) -> Result<(HeaderName, HeaderValue), String> {
-    let (name, value) = flag.split_once(':').ok_or_else(|| format!("--upstream-header {flag:?}: expected 'Name: value'"))?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| format!("--upstream-header {name:?}: {e}"))?;
+    let (name, value) =
+        flag.split_once(':').ok_or_else(|| format!("--upstream-header {flag:?}: expected 'Name: value'"))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|e| format!("--upstream-header {name:?}: {e}"))?;
     let mut expanded = String::new();
     let mut rest = value.trim();
     while let Some(start) = rest.find("${") {
         expanded.push_str(&rest[..start]);
-        let end = rest[start..].find('}').ok_or_else(|| format!("--upstream-header {name}: an unclosed ${{"))?;
+        let end =
+            rest[start..].find('}').ok_or_else(|| format!("--upstream-header {name}: an unclosed ${{"))?;
         let var = &rest[start + 2..start + end];
-        expanded.push_str(&env(var).ok_or_else(|| format!("--upstream-header {name}: ${{{var}}} is not set"))?);
+        expanded
+            .push_str(&env(var).ok_or_else(|| format!("--upstream-header {name}: ${{{var}}} is not set"))?);
         rest = &rest[start + end + 1..];
     }
     expanded.push_str(rest);

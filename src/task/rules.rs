@@ -392,7 +392,9 @@ mod tests {
 
     #[test]
     fn a_status_updates_metadata_is_merged_into_the_tasks_key_by_key() {
-        let value = |text: &str| pbjson_types::Value { kind: Some(pbjson_types::value::Kind::StringValue(text.into())) };
+        let value = |text: &str| pbjson_types::Value {
+            kind: Some(pbjson_types::value::Kind::StringValue(text.into())),
+        };
         let with = |pairs: &[(&str, &str)]| pbjson_types::Struct {
             fields: pairs.iter().map(|(k, v)| ((*k).to_owned(), value(v))).collect(),
         };

@@ -68,11 +68,8 @@ pub fn read(card: &Value, forced: Option<UpstreamBinding>) -> Result<UpstreamCar
                 forced.map(|b| format!(" with --upstream-binding {b:?}")).unwrap_or_default()
             )
         })?;
-    let streaming = object
-        .get("capabilities")
-        .and_then(|c| c.get("streaming"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let streaming =
+        object.get("capabilities").and_then(|c| c.get("streaming")).and_then(Value::as_bool).unwrap_or(false);
     Ok(UpstreamCard { endpoint, streaming, card: descriptive(object)? })
 }
 
@@ -183,7 +180,11 @@ mod tests {
         let read = read(&card, None).unwrap();
         assert_eq!(
             read.endpoint,
-            Endpoint { url: "http://h:2/".into(), binding: UpstreamBinding::JsonRpc, version: UpstreamVersion::V03 }
+            Endpoint {
+                url: "http://h:2/".into(),
+                binding: UpstreamBinding::JsonRpc,
+                version: UpstreamVersion::V03
+            }
         );
         assert!(!read.streaming);
         assert!(super::read(&json!({"name": "x", "supportedInterfaces": []}), None).is_err());

@@ -21,6 +21,9 @@ impl Grpc {
     /// A lazily connected channel: the first call connects, and a broken connection is made
     /// again by the next call.
     pub(super) fn new(url: &str, settings: &UpstreamSettings) -> Result<Self, String> {
+        // A card's gRPC interface may name `host:port` alone (this server's own cards do).
+        let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
+        let url = url.as_str();
         let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())
             .map_err(|e| format!("the upstream gRPC URL {url}: {e}"))?
             .connect_timeout(settings.call_timeout)
@@ -61,7 +64,11 @@ impl Grpc {
         request
     }
 
-    pub(super) async fn send(&self, request: SendMessageRequest, streaming: bool) -> Result<Events, UpstreamError> {
+    pub(super) async fn send(
+        &self,
+        request: SendMessageRequest,
+        streaming: bool,
+    ) -> Result<Events, UpstreamError> {
         let mut client = self.client.clone();
         if streaming {
             let events = client.send_streaming_message(self.request(request, false)).await.map_err(status)?;
@@ -78,7 +85,8 @@ impl Grpc {
 
     pub(super) async fn subscribe(&self, task_id: &str) -> Result<Events, UpstreamError> {
         let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
-        let events = self.client.clone().subscribe_to_task(self.request(request, false)).await.map_err(status)?;
+        let events =
+            self.client.clone().subscribe_to_task(self.request(request, false)).await.map_err(status)?;
         Ok(Box::pin(events.into_inner().map(|event| event.map_err(status))))
     }
 

@@ -23,8 +23,8 @@ pub(super) fn http_client(settings: &UpstreamSettings) -> Result<reqwest::Client
         .tcp_keepalive(std::time::Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::limited(3));
     if let Some(pem) = &settings.tls_ca_pem {
-        let certificates = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| format!("--upstream-ca: {e}"))?;
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("--upstream-ca: {e}"))?;
         builder = builder.tls_certs_only(certificates);
     }
     if let Some((certificate, key)) = &settings.tls_identity {
@@ -100,6 +100,9 @@ impl JsonRpc {
         if let Some(modes) = v10.pointer("/configuration/acceptedOutputModes") {
             params["configuration"] = json!({"acceptedOutputModes": modes});
         }
+        if v10.pointer("/configuration/returnImmediately") == Some(&Value::Bool(true)) {
+            params["configuration"]["blocking"] = false.into();
+        }
         params
     }
 
@@ -121,9 +124,8 @@ impl JsonRpc {
             .map_err(unreachable)?;
         let status = response.status();
         let bytes = read_capped(response, self.settings.max_event_bytes).await?;
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            UpstreamError::Invalid(format!("HTTP {status}, not a JSON-RPC response: {e}"))
-        })?;
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| UpstreamError::Invalid(format!("HTTP {status}, not a JSON-RPC response: {e}")))?;
         result_of(answer)
     }
 
@@ -206,7 +208,11 @@ impl JsonRpc {
         protojson::decode::<Task>(&result).map_err(invalid)
     }
 
-    pub(super) async fn send(&self, request: SendMessageRequest, streaming: bool) -> Result<Events, UpstreamError> {
+    pub(super) async fn send(
+        &self,
+        request: SendMessageRequest,
+        streaming: bool,
+    ) -> Result<Events, UpstreamError> {
         let params = self.send_params(&request);
         if streaming {
             return self.stream(&STREAM, params).await;

@@ -121,15 +121,15 @@ impl Upstream {
                     .and_then(|url| url.join("/.well-known/agent-card.json"))
                     .map_err(|e| format!("--upstream {}: {e}", settings.url))?;
                 let card = fetch_card(&http, &headers, well_known.as_str(), Duration::ZERO).await.ok();
-                let mut read = card.and_then(|card| card::read(&card, Some(binding)).ok()).unwrap_or_else(|| {
-                    UpstreamCard {
-                        endpoint: Endpoint { url: String::new(), binding, version: settings.version },
-                        streaming: true,
-                        card: Default::default(),
-                    }
-                });
-                read.endpoint =
-                    Endpoint { url: settings.url.clone(), binding, version: settings.version };
+                let mut read =
+                    card.and_then(|card| card::read(&card, Some(binding)).ok()).unwrap_or_else(|| {
+                        UpstreamCard {
+                            endpoint: Endpoint { url: String::new(), binding, version: settings.version },
+                            streaming: true,
+                            card: Default::default(),
+                        }
+                    });
+                read.endpoint = Endpoint { url: settings.url.clone(), binding, version: settings.version };
                 read
             }
         };
@@ -140,8 +140,7 @@ impl Upstream {
             }
             UpstreamBinding::Grpc => Client::Grpc(grpc::Grpc::new(&read.endpoint.url, &settings)?),
         };
-        let upstream =
-            Self { endpoint: read.endpoint.clone(), streaming: read.streaming, client, settings };
+        let upstream = Self { endpoint: read.endpoint.clone(), streaming: read.streaming, client, settings };
         Ok((upstream, read))
     }
 

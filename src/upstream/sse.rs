@@ -70,7 +70,10 @@ mod tests {
         let mut sse = SseDecoder::new(1024);
         assert!(sse.push(b": keep-alive\n\nda").unwrap().is_empty());
         assert!(sse.push(b"ta: {\"a\":\r\ndata:1}\r\nid: 7\n").unwrap().is_empty());
-        assert_eq!(sse.push(b"\nevent: x\ndata: two\n\n").unwrap(), vec![b"{\"a\":\n1}".to_vec(), b"two".to_vec()]);
+        assert_eq!(
+            sse.push(b"\nevent: x\ndata: two\n\n").unwrap(),
+            vec![b"{\"a\":\n1}".to_vec(), b"two".to_vec()]
+        );
     }
 
     #[test]

@@ -133,7 +133,9 @@ mod tests {
         };
         let catch = shown.catch_up(&snapshot);
         assert_eq!(catch.len(), 2, "{catch:?}");
-        let Catch::Artifact { artifact, append: true, last_chunk: false } = &catch[0] else { panic!("{catch:?}") };
+        let Catch::Artifact { artifact, append: true, last_chunk: false } = &catch[0] else {
+            panic!("{catch:?}")
+        };
         assert_eq!(artifact.parts, vec![text_part("chunk 2")]);
         assert!(matches!(&catch[1], Catch::Artifact { append: false, .. }));
 

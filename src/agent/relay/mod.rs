@@ -113,9 +113,12 @@ fn upstream_ref(task: &Task) -> Option<Remote> {
 fn ref_metadata(remote: &Remote) -> pbjson_types::Struct {
     let text = |t: &str| pbjson_types::Value { kind: Some(Kind::StringValue(t.to_owned())) };
     let object = pbjson_types::Struct {
-        fields: [("taskId".to_owned(), text(&remote.task_id)), ("contextId".to_owned(), text(&remote.context_id))]
-            .into_iter()
-            .collect(),
+        fields: [
+            ("taskId".to_owned(), text(&remote.task_id)),
+            ("contextId".to_owned(), text(&remote.context_id)),
+        ]
+        .into_iter()
+        .collect(),
     };
     let value = pbjson_types::Value { kind: Some(Kind::StructValue(object)) };
     pbjson_types::Struct { fields: [(UPSTREAM_KEY.to_owned(), value)].into_iter().collect() }
@@ -179,10 +182,7 @@ impl Relay<'_> {
             };
             match self.resume(&remote.task_id).await? {
                 Followed::Settled => return Ok(()),
-                Followed::Running => {
-                    deadline = tokio::time::Instant::now() + window;
-                    pause = self.upstream.settings().poll_interval;
-                }
+                Followed::Running => deadline = tokio::time::Instant::now() + window,
                 Followed::Broke(again) => why = again,
             }
             if tokio::time::Instant::now() >= deadline {
@@ -206,11 +206,21 @@ impl Relay<'_> {
         }
         // They name tasks of this server, which the upstream does not know.
         message.reference_task_ids.clear();
-        let configuration = (!ctx.accepted_output_modes.is_empty()).then(|| SendMessageConfiguration {
-            accepted_output_modes: ctx.accepted_output_modes.clone(),
-            ..Default::default()
-        });
-        SendMessageRequest { tenant: String::new(), message: Some(message), configuration, metadata: ctx.metadata.clone() }
+        // An upstream that does not stream is asked to answer at once (with its task's id, so a
+        // cancel or a follow-up can reach it), then read until the task settles.
+        let return_immediately = !self.upstream.streams();
+        let configuration =
+            (return_immediately || !ctx.accepted_output_modes.is_empty()).then(|| SendMessageConfiguration {
+                accepted_output_modes: ctx.accepted_output_modes.clone(),
+                return_immediately,
+                ..Default::default()
+            });
+        SendMessageRequest {
+            tenant: String::new(),
+            message: Some(message),
+            configuration,
+            metadata: ctx.metadata.clone(),
+        }
     }
 
     /// One more try after a break. A v1.0 upstream that streams is subscribed to: its stream
@@ -255,7 +265,11 @@ impl Relay<'_> {
             };
             match payload {
                 Payload::Message(message) if self.new_task && self.remote.is_none() => {
-                    let reply = Message { task_id: String::new(), context_id: self.events.context_id().into(), ..message };
+                    let reply = Message {
+                        task_id: String::new(),
+                        context_id: self.events.context_id().into(),
+                        ..message
+                    };
                     self.events.send(AgentEvent::Message(reply)).await?;
                     return Ok(Followed::Settled);
                 }
@@ -313,9 +327,15 @@ impl Relay<'_> {
     /// Relays a status. The first one relayed after the upstream named its task carries that
     /// name into the task's metadata (no event of its own, so the sequence stays the
     /// upstream's; every execution ends on a status, so it is stored before a follow-up).
-    async fn status(&mut self, mut status: TaskStatus, metadata: Option<pbjson_types::Struct>) -> Result<(), Stop> {
+    async fn status(
+        &mut self,
+        mut status: TaskStatus,
+        metadata: Option<pbjson_types::Struct>,
+    ) -> Result<(), Stop> {
         let mut metadata = metadata;
-        if !self.stored && let Some(remote) = &self.remote {
+        if !self.stored
+            && let Some(remote) = &self.remote
+        {
             let mut merged = metadata.unwrap_or_default();
             merged.fields.extend(ref_metadata(remote).fields);
             metadata = Some(merged);
@@ -340,7 +360,13 @@ impl Relay<'_> {
         metadata: Option<pbjson_types::Struct>,
     ) -> Result<(), Stop> {
         self.mirror.artifact(&artifact, append);
-        let update = TaskArtifactUpdateEvent { artifact: Some(artifact), append, last_chunk, metadata, ..Default::default() };
+        let update = TaskArtifactUpdateEvent {
+            artifact: Some(artifact),
+            append,
+            last_chunk,
+            metadata,
+            ..Default::default()
+        };
         self.events.send(AgentEvent::Artifact(update)).await?;
         Ok(())
     }
@@ -349,7 +375,13 @@ impl Relay<'_> {
     async fn fail(&mut self, why: &str) -> Result<(), SinkClosed> {
         let text = format!("upstream agent {}: {why}", self.name);
         let message = self.events.agent_message(&text);
-        match self.status(TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None }, None).await {
+        match self
+            .status(
+                TaskStatus { state: TaskState::Failed as i32, message: Some(message), timestamp: None },
+                None,
+            )
+            .await
+        {
             Err(Stop::Closed) => Err(SinkClosed),
             _ => Ok(()),
         }

@@ -220,7 +220,9 @@ fn task_in(task: &Value) -> Result<Value, A2aError> {
     out.remove("kind");
     let status = status_in(out.get("status").unwrap_or(&json!({})))?;
     out.insert("status".into(), status);
-    for (key, map) in [("history", message_in as fn(&Value) -> Result<Value, A2aError>), ("artifacts", artifact_in)] {
+    for (key, map) in
+        [("history", message_in as fn(&Value) -> Result<Value, A2aError>), ("artifacts", artifact_in)]
+    {
         if let Some(items) = out.get(key).and_then(Value::as_array) {
             let converted = items.iter().map(map).collect::<Result<Vec<_>, _>>()?;
             out.insert(key.into(), Value::Array(converted));
