@@ -343,3 +343,110 @@ async fn this_servers_demo_agent_is_relayed_over_grpc() {
         "our interfaces: {card}"
     );
 }
+
+#[tokio::test]
+async fn the_upstreams_credentials_come_from_upstream_header_with_env_values() {
+    let dir = std::env::temp_dir().join(format!("relay-auth-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth = dir.join("auth.toml");
+    let key = "upstream-key-0123456789";
+    let file =
+        format!("[[api_key]]\nsha256 = \"{}\"\nprincipal = \"relay\"\n", a2a_server::auth::hash_hex(key));
+    std::fs::write(&auth, file).unwrap();
+    let upstream = ServerProcess::start(&["--listen", "127.0.0.1:0", "--auth", auth.to_str().unwrap()]);
+    let card = format!("{}/.well-known/agent-card.json", upstream.url());
+
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--agent",
+        "a2a",
+        "--upstream",
+        &card,
+        "--upstream-header",
+        "X-API-Key: ${RELAY_TEST_KEY}",
+    ];
+    let keyed = ServerProcess::start_with_env(&args, &[("RELAY_TEST_KEY", key)]);
+    let mut client = A2aServiceClient::connect(keyed.url()).await.unwrap();
+    let task = send_task(&mut client, send("stream 2 0")).await;
+    assert_eq!(state(&task), TaskState::Completed, "{task:?}");
+    assert_eq!(artifact_texts(&task).concat(), "chunk 0chunk 1");
+
+    // Without the key the upstream refuses, and the task fails saying so.
+    let keyless = relay(&["--upstream", &card]);
+    let mut client = A2aServiceClient::connect(keyless.url()).await.unwrap();
+    let task = send_task(&mut client, send("hello")).await;
+    assert_eq!(state(&task), TaskState::Failed, "{task:?}");
+    let said = texts(&task.status.as_ref().unwrap().message.as_ref().unwrap().parts).concat();
+    assert!(said.contains("Unauthenticated"), "{said}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_behind_mtls_is_reached_with_the_relays_client_certificate() {
+    use common::certs::{Files, TestCa, write_server_files};
+    let ca = TestCa::new("upstream CA");
+    let files = Files::new();
+    let (cert, key) = write_server_files(&files, &ca.server(1));
+    let ca_file = files.write("ca.pem", &ca.pem());
+    let relay_pair = ca.client("relay", &[], &[]);
+    let client_cert = files.write("relay.pem", &relay_pair.cert);
+    let client_key = files.write("relay-key.pem", &relay_pair.key);
+    let auth = files.write("auth.toml", "[mtls]\nallow_any = true\n");
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let upstream = ServerProcess::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--auth",
+        &path(&auth),
+        "--tls-cert",
+        &path(&cert),
+        "--tls-key",
+        &path(&key),
+        "--tls-client-ca",
+        &path(&ca_file),
+    ]);
+    let port = upstream.addr.rsplit(':').next().unwrap().to_owned();
+    let tls = [
+        "--upstream-ca",
+        &path(&ca_file),
+        "--upstream-client-cert",
+        &path(&client_cert),
+        "--upstream-client-key",
+        &path(&client_key),
+    ];
+    let card = format!("https://localhost:{port}/.well-known/agent-card.json");
+    let endpoint = format!("https://localhost:{port}/");
+    // The card's choice (gRPC), then JSON-RPC named directly.
+    for forced in [
+        vec!["--upstream", card.as_str()],
+        vec!["--upstream-binding", "jsonrpc", "--upstream", endpoint.as_str()],
+    ] {
+        let mut args = forced.clone();
+        args.extend_from_slice(&tls);
+        let server = relay(&args);
+        let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+        let task = send_task(&mut client, send("stream 2 0")).await;
+        assert_eq!(state(&task), TaskState::Completed, "{forced:?}: {task:?}");
+        assert_eq!(artifact_texts(&task).concat(), "chunk 0chunk 1");
+    }
+    // Without the certificate the upstream's TLS refuses the relay at start.
+    let output = std::process::Command::new(common::process::BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--agent",
+            "a2a",
+            "--upstream",
+            &card,
+            "--upstream-retry-secs",
+            "0",
+            "--upstream-ca",
+            &path(&ca_file),
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("--agent a2a") && said.contains("agent card"), "{said}");
+}

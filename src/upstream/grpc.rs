@@ -21,7 +21,7 @@ impl Grpc {
     /// A lazily connected channel: the first call connects, and a broken connection is made
     /// again by the next call.
     pub(super) fn new(url: &str, settings: &UpstreamSettings) -> Result<Self, String> {
-        // A card's gRPC interface may name `host:port` alone (this server's own cards do).
+        // `host:port` alone (`--upstream-binding grpc`) is plaintext.
         let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
         let url = url.as_str();
         let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())

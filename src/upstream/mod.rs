@@ -114,7 +114,13 @@ impl Upstream {
         let read = match settings.binding {
             None => {
                 let card = fetch_card(&http, &headers, &settings.url, settings.retry_window).await?;
-                card::read(&card, None)?
+                let mut read = card::read(&card, None)?;
+                // A gRPC interface may name `host:port` alone: it is reached as the card was.
+                if !read.endpoint.url.contains("://") {
+                    let scheme = if settings.url.starts_with("https://") { "https" } else { "http" };
+                    read.endpoint.url = format!("{scheme}://{}", read.endpoint.url);
+                }
+                read
             }
             Some(binding) => {
                 let well_known = url::Url::parse(&settings.url)
