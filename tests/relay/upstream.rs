@@ -176,6 +176,8 @@ impl Drop for UpstreamAgent {
 pub struct CutProxy {
     pub port: u16,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Until when new connections are closed at once (the upstream looks down).
+    down_until: Arc<Mutex<Option<std::time::Instant>>>,
     accept: JoinHandle<()>,
 }
 
@@ -184,9 +186,13 @@ impl CutProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let held = links.clone();
+        let down_until: Arc<Mutex<Option<std::time::Instant>>> = Arc::default();
+        let (held, down) = (links.clone(), down_until.clone());
         let accept = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                if down.lock().unwrap().is_some_and(|until| std::time::Instant::now() < until) {
+                    continue;
+                }
                 let link = tokio::spawn(async move {
                     if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", target)).await {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
@@ -195,7 +201,14 @@ impl CutProxy {
                 held.lock().unwrap().push(link);
             }
         });
-        Self { port, links, accept }
+        Self { port, links, down_until, accept }
+    }
+
+    /// Cuts every connection and refuses new ones for `down` (events the upstream makes
+    /// meanwhile reach the relay only through its catch-up).
+    pub fn cut_for(&self, down: Duration) -> usize {
+        *self.down_until.lock().unwrap() = Some(std::time::Instant::now() + down);
+        self.cut()
     }
 
     /// Drops every connection through the proxy (new ones still get through).
