@@ -45,7 +45,10 @@
 //!   (`forward.rs`, `mail.rs`), and the reader of the durable push outbox (`outbox.rs`). The
 //!   design and its failure behaviour: docs/FLEET.md.
 //! - [`agent`]: the [`AgentExecutor`](agent::AgentExecutor) trait agents implement, and the
-//!   built-in agents: `demo`, and `exec`, which turns any program into an agent.
+//!   built-in agents: `demo`; `exec`, which turns any program into an agent; and `relay`
+//!   (`--agent a2a`), which makes each task one task of an upstream A2A agent (docs/RELAY.md).
+//!   [`upstream`]: the client side of A2A the relay calls that agent with: its card (either
+//!   version), JSON-RPC v1.0 and v0.3 with SSE, and gRPC, all answering in the v1.0 types.
 //! - [`push`]: webhook delivery of task events, off the event path, SSRF-guarded, bounded in
 //!   total (requests in flight, queued bytes) and optionally signed (a JWT per POST, the keys
 //!   at `/.well-known/jwks.json`); it hears of events as the task layer's
@@ -65,9 +68,11 @@
 //!   targets in `fuzz/` reach the decoders and checks that client input meets
 //!   (docs/FUZZING.md).
 //!
-//! Modules depend downwards only, with one argued exception: `agent` and `task` know each
+//! Modules depend downwards only, with two argued exceptions: `agent` and `task` know each
 //! other, because an agent's event sink *is* the sending end of its task actor's command
-//! channel (a channel of its own per task would cost memory on every idle task).
+//! channel (a channel of its own per task would cost memory on every idle task); and
+//! `upstream` (under the relay agent) reads v0.3 JSON with the v0.3 shim's `convert`, so one
+//! place knows how the versions differ, in both directions.
 //!
 //! ## Where to change X
 //! - **Add an RPC**: the proto (`proto/lf/a2a/v1/a2a.proto`), then its operation in `core/`
@@ -134,6 +139,12 @@
 //!   [`push::body::WebhookEncoder`] of that version: v1.0's in `push/body.rs`, v0.3's (the whole
 //!   v0.3 Task) in `transport/v03/push.rs`, plugged in by the server builder. Prove it with
 //!   `tests/push_v03.rs` and `tests/interop/v03/webhook.py` (a2a-sdk 0.3's own model).
+//! - **Change how an upstream agent is called or relayed** (`--agent a2a`): choosing its
+//!   interface from its card `upstream/card.rs`, the calls per binding `upstream/jsonrpc.rs` and
+//!   `upstream/grpc.rs`, v0.3 results read as v1.0 `transport/v03/convert.rs` (`result_in`), the
+//!   relay's loop, resume and failure `agent/relay/mod.rs`, what a snapshot adds `agent/relay/mirror.rs`;
+//!   the `--upstream…` flags `config/upstream.rs`. Prove it with `tests/relay.rs` (real a2a-sdk
+//!   1.x and 0.3 upstreams, `tests/interop/upstream/`).
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
 //!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
 //!   its reading in `config/settings.rs`.

@@ -261,7 +261,10 @@ async fn a_cut_stream_is_resumed_without_loss(version: Version) {
         seen.push(next(&mut stream).await.expect("an event"));
     }
     // Down for 5 chunks' time: the relay must catch up what it missed, then follow again.
-    assert!(proxy.cut_for(Duration::from_millis(750)) >= 1, "the relay's upstream stream went through the proxy");
+    assert!(
+        proxy.cut_for(Duration::from_millis(750)) >= 1,
+        "the relay's upstream stream went through the proxy"
+    );
     seen.extend(collect(stream).await.unwrap());
     let described: Vec<String> = seen.iter().map(describe).collect();
     let chunks: Vec<String> = seen.iter().flat_map(chunk_texts).collect();
