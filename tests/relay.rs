@@ -454,3 +454,21 @@ async fn an_upstream_behind_mtls_is_reached_with_the_relays_client_certificate()
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("--agent a2a") && said.contains("agent card"), "{said}");
 }
+
+#[tokio::test]
+async fn an_upstream_that_never_answers_fails_the_task_instead_of_hanging_it() {
+    // Connections complete in the listener's backlog, and nothing ever answers them.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/", silent.local_addr().unwrap());
+    for binding in ["jsonrpc", "grpc"] {
+        let server =
+            relay(&["--upstream-binding", binding, "--upstream", &endpoint, "--upstream-timeout-ms", "500"]);
+        let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+        let started = std::time::Instant::now();
+        let task = send_task(&mut client, send("hello")).await;
+        assert_eq!(state(&task), TaskState::Failed, "{binding}: {task:?}");
+        let said = texts(&task.status.as_ref().unwrap().message.as_ref().unwrap().parts).concat();
+        assert!(said.contains("no answer within --upstream-timeout-ms"), "{binding}: {said}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{binding}: {:?}", started.elapsed());
+    }
+}

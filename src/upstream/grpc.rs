@@ -71,7 +71,8 @@ impl Grpc {
     ) -> Result<Events, UpstreamError> {
         let mut client = self.client.clone();
         if streaming {
-            let events = client.send_streaming_message(self.request(request, false)).await.map_err(status)?;
+            let call = client.send_streaming_message(self.request(request, false));
+            let events = self.started(call).await?;
             return Ok(Box::pin(events.into_inner().map(|event| event.map_err(status))));
         }
         let response = client.send_message(self.request(request, false)).await.map_err(status)?.into_inner();
@@ -85,9 +86,21 @@ impl Grpc {
 
     pub(super) async fn subscribe(&self, task_id: &str) -> Result<Events, UpstreamError> {
         let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
-        let events =
-            self.client.clone().subscribe_to_task(self.request(request, false)).await.map_err(status)?;
+        let mut client = self.client.clone();
+        let events = self.started(client.subscribe_to_task(self.request(request, false))).await?;
         Ok(Box::pin(events.into_inner().map(|event| event.map_err(status))))
+    }
+
+    /// A stream's start (its response headers), within the call timeout: the stream itself may
+    /// be quiet for as long as the task runs.
+    async fn started<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<tonic::Response<T>, UpstreamError> {
+        tokio::time::timeout(self.call_timeout, call)
+            .await
+            .map_err(|_| UpstreamError::Unreachable("no answer within --upstream-timeout-ms".into()))?
+            .map_err(status)
     }
 
     pub(super) async fn get_task(&self, task_id: &str) -> Result<Task, UpstreamError> {

@@ -131,14 +131,17 @@ impl JsonRpc {
 
     /// A call answered with a stream of events.
     async fn stream(&self, method: &Method, params: Value) -> Result<Events, UpstreamError> {
-        let response = self
+        let request = self
             .http
             .post(&self.url)
             .headers(self.headers.clone())
             .header(ACCEPT, "text/event-stream")
             .json(&self.body(method, params))
-            .send()
+            .send();
+        // The stream itself may be quiet for as long as the task runs; its start may not.
+        let response = tokio::time::timeout(self.settings.call_timeout, request)
             .await
+            .map_err(|_| UpstreamError::Unreachable("no answer within --upstream-timeout-ms".into()))?
             .map_err(unreachable)?;
         let is_sse = response
             .headers()

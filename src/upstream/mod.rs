@@ -113,7 +113,7 @@ impl Upstream {
         }
         let read = match settings.binding {
             None => {
-                let card = fetch_card(&http, &headers, &settings.url, settings.retry_window).await?;
+                let card = fetch_card(&http, &headers, &settings.url, &settings).await?;
                 let mut read = card::read(&card, None)?;
                 // A gRPC interface may name `host:port` alone: it is reached as the card was.
                 if !read.endpoint.url.contains("://") {
@@ -126,7 +126,8 @@ impl Upstream {
                 let well_known = url::Url::parse(&settings.url)
                     .and_then(|url| url.join("/.well-known/agent-card.json"))
                     .map_err(|e| format!("--upstream {}: {e}", settings.url))?;
-                let card = fetch_card(&http, &headers, well_known.as_str(), Duration::ZERO).await.ok();
+                let once = UpstreamSettings { retry_window: Duration::ZERO, ..settings.clone() };
+                let card = fetch_card(&http, &headers, well_known.as_str(), &once).await.ok();
                 let mut read =
                     card.and_then(|card| card::read(&card, Some(binding)).ok()).unwrap_or_else(|| {
                         UpstreamCard {
@@ -199,16 +200,17 @@ impl Upstream {
     }
 }
 
-/// GETs the card, trying again (every half second) within `window` while it is unreachable.
+/// GETs the card, trying again (every half second) within the retry window while it is
+/// unreachable; each try has the call timeout.
 async fn fetch_card(
     http: &reqwest::Client,
     headers: &HeaderMap,
     url: &str,
-    window: Duration,
+    settings: &UpstreamSettings,
 ) -> Result<serde_json::Value, String> {
-    let deadline = tokio::time::Instant::now() + window;
+    let deadline = tokio::time::Instant::now() + settings.retry_window;
     loop {
-        let answer = http.get(url).headers(headers.clone()).send().await;
+        let answer = http.get(url).headers(headers.clone()).timeout(settings.call_timeout).send().await;
         match answer {
             Ok(response) if response.status().is_success() => {
                 return response.json().await.map_err(|e| format!("the agent card at {url}: {e}"));

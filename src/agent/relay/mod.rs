@@ -54,8 +54,35 @@ impl RelayAgent {
             })
             .unwrap_or_else(|_| endpoint.url.clone());
         tracing::info!(upstream = %name, binding = ?endpoint.binding, version = ?endpoint.version, streaming, "relaying to an upstream agent");
+        let card = completed(card, &name);
         Ok((Self { upstream, name }, card))
     }
+}
+
+/// The upstream's card, completed where it says nothing this server's card must say (an
+/// endpoint named directly may have no card at all).
+fn completed(mut card: AgentCard, name: &str) -> AgentCard {
+    if card.name.is_empty() {
+        // An endpoint named directly whose origin serves no card: a card must still say something.
+        card.name = "relay".into();
+        card.description = format!("Relays each task to the A2A agent at {name}.");
+        card.version = env!("CARGO_PKG_VERSION").into();
+    }
+    if card.skills.is_empty() {
+        card.skills.push(crate::proto::AgentSkill {
+            id: "relay".into(),
+            name: "Relay".into(),
+            description: card.description.clone(),
+            tags: vec!["relay".into()],
+            ..Default::default()
+        });
+    }
+    for modes in [&mut card.default_input_modes, &mut card.default_output_modes] {
+        if modes.is_empty() {
+            modes.push("text/plain".into());
+        }
+    }
+    card
 }
 
 #[async_trait]
