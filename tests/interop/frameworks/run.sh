@@ -9,12 +9,16 @@
 #       * card URL against a server started with --card-interfaces jsonrpc,http-json,
 #         over JSON-RPC and over HTTP+JSON;
 #       * the README's "Google ADK" snippets (readme_adk.py), against the second server;
+#   - google-adk as an upstream (adk_upstream.py), on a2a-sdk 1.x and on a2a-sdk 0.3: a no-LLM
+#     ADK agent served with to_a2a, fronted by a server of its own (--agent a2a --upstream) and
+#     driven by the venv's a2a-sdk client over JSON-RPC: the relayed card, send, stream, the
+#     next turn in the same context (the same ADK session), a failing task;
 #   - strands-agents (strands_client.py): A2AAgent against the default card, over JSON-RPC
 #     and HTTP+JSON.
-# Scenarios for each: send (blocking answer), stream (chunks arrive as produced),
+# Scenarios for each client: send (blocking answer), stream (chunks arrive as produced),
 # input-required then the answer on the same task, a failing task. Two servers (default card,
-# --card-interfaces jsonrpc,http-json) on free loopback ports, stopped at the end. Prints a
-# table of the results.
+# --card-interfaces jsonrpc,http-json) on free loopback ports, stopped at the end (adk_upstream.py
+# starts and stops its ADK agent and relay itself). Prints a table of the results.
 #
 # Usage: tests/interop/frameworks/run.sh [path-to-server-binary]   (default: target/debug/a2a-server)
 # Env: FRAMEWORKS_VENV_DIR (venvs' parent, default target), PYTHON (creates the venvs,
@@ -158,6 +162,7 @@ for fw in adk adk-a2a03; do
         skip) echo "SKIP - [$fw] README snippets: no server with --card-interfaces" | tee -a "$out" ;;
         *) run_client "$fw" readme_adk.py README.md "$flag_url" ;;
     esac
+    run_client "$fw" adk_upstream.py "$bin"
 done
 run_client strands strands_client.py "$default_url"
 
@@ -171,7 +176,8 @@ done
 # --- the table ---------------------------------------------------------------
 "$python" - "$out" <<'EOF'
 import re, sys
-columns = ['card refused', 'send', 'stream', 'input→answer', 'fail', 'README snippets']
+columns = ['card refused', 'relayed card', 'send', 'stream', 'input→answer', 'next turn', 'fail', 'README snippets']
+every = ['send', 'stream', 'input→answer', 'fail']  # what a client's `all` line stands for
 rows: dict[str, dict[str, str]] = {}
 for line in open(sys.argv[1], encoding='utf-8'):
     m = re.match(r'^(ok|FAIL|SKIP) - \[(.*?)\] (.*?): ', line)
@@ -179,7 +185,7 @@ for line in open(sys.argv[1], encoding='utf-8'):
         continue
     verdict, label, scenario = m.groups()
     cells = rows.setdefault(label, {})
-    for column in columns[1:5] if scenario == 'all' else [scenario]:
+    for column in every if scenario == 'all' else [scenario]:
         cells[column] = verdict
 width = max([len(label) for label in rows] + [6])
 print()
