@@ -96,6 +96,7 @@ impl AgentExecutor for RelayAgent {
             remote: upstream_ref(&ctx.task),
             stored: upstream_ref(&ctx.task).is_some(),
             new_task: ctx.new_task,
+            sent_message_id: ctx.message.message_id.clone(),
         };
         match relay.run(&ctx).await {
             Ok(()) | Err(Stop::Closed) => Ok(()),
@@ -185,6 +186,8 @@ struct Relay<'a> {
     /// Whether the task's metadata holds `remote` already.
     stored: bool,
     new_task: bool,
+    /// The id of the client's message this execution sent upstream.
+    sent_message_id: String,
 }
 
 impl Relay<'_> {
@@ -313,7 +316,9 @@ impl Relay<'_> {
                 }
                 Payload::StatusUpdate(update) => {
                     self.learn(&update.task_id, &update.context_id);
-                    if let Some(status) = update.status {
+                    if let Some(status) = update.status
+                        && let Some(status) = self.without_echo(status)
+                    {
                         self.status(status, update.metadata).await?;
                     }
                 }
@@ -329,6 +334,19 @@ impl Relay<'_> {
             }
         }
         Ok(Followed::Broke("the upstream ended the stream before the task ended".into()))
+    }
+
+    /// A status without the client's own message, which some upstreams echo in one (ADK on
+    /// a2a-sdk 0.3 opens its stream with SUBMITTED carrying it): the task's history holds it
+    /// already. `None` when nothing is left to relay (the state unchanged).
+    fn without_echo(&self, mut status: TaskStatus) -> Option<TaskStatus> {
+        if status.message.as_ref().is_some_and(|m| m.message_id == self.sent_message_id) {
+            status.message = None;
+            if status.state == self.mirror.state() as i32 {
+                return None;
+            }
+        }
+        Some(status)
     }
 
     /// Notes the upstream task's ids the first time an event names them.

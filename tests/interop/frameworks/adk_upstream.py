@@ -258,7 +258,11 @@ class Relay:
         texts = [t for a in task.artifacts or [] for t in part_texts(a.parts)]
         if task.status.message:
             texts += part_texts(task.status.message.parts)
-        return self.event('task', state_name(task.status.state), texts, task.id, task.context_id, task.metadata)
+        event = self.event('task', state_name(task.status.state), texts, task.id, task.context_id, task.metadata)
+        # The user's message once: ADK on a2a-sdk 0.3 echoes it in a SUBMITTED status, which the
+        # relay must not add to the history a second time.
+        event['user_messages'] = sum(1 for m in task.history or [] if is_user(m))
+        return event
 
     def update_event(self, update) -> dict:
         if hasattr(update, 'artifact'):
@@ -282,6 +286,14 @@ class Relay:
             return [self.event('message', '', part_texts(item.parts), '', item.context_id)]
         task, update = item
         return [self.task_event(task) if update is None else self.update_event(update)]
+
+
+def is_user(message) -> bool:
+    if A2A_V1:
+        from a2a.types import Role
+
+        return message.role == Role.ROLE_USER
+    return getattr(message.role, 'value', message.role) == 'user'
 
 
 def brief(events: list[dict]) -> str:
@@ -318,11 +330,12 @@ async def scenarios(relay: Relay, relay_card: dict, adk_card: dict, relay_base: 
         upstream = task.get('metadata', {}).get('a2aServerUpstream', {})
         ok = len(events) == 1 and task['kind'] == 'task' and task['state'] == 'completed'
         ok = ok and any(t.startswith('ADK heard: hello') for t in task['texts']) and bool(upstream.get('taskId'))
+        ok = ok and task.get('user_messages') == 1
         if ok:
             first.update(task)
         if not ok:
-            return False, brief(events)
-        return True, f"COMPLETED, artifact {task['texts'][0]!r}, upstream task {upstream['taskId'][:8]}…"
+            return False, f"{brief(events)}, user messages in history: {task.get('user_messages')}"
+        return True, f"COMPLETED, the user's message once in history, artifact {task['texts'][0]!r}, upstream task {upstream['taskId'][:8]}…"
 
     async def stream():
         events = await relay.send('hello', streaming=True)
