@@ -15,6 +15,7 @@ use a2a_server::proto::{
     CancelTaskRequest, GetTaskRequest, StreamResponse, Task, TaskState, send_message_response,
     stream_response::Payload,
 };
+use common::bindings::{self, BINDINGS};
 use common::fleet::{Fleet, eventually};
 use common::process::ServerProcess;
 use common::redis::RedisServer;
@@ -140,46 +141,57 @@ async fn v03_streams_equal_the_upstreams_on_every_binding() {
 async fn turns_cancel_reply_and_failure(version: Version, agent_args: &[&str]) {
     let Some(agent) = UpstreamAgent::start(version, agent_args) else { return };
     let server = relay(&["--upstream", &agent.card_url()]);
-    let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+    let grpc = A2aServiceClient::connect(server.url()).await.unwrap();
+    for binding in BINDINGS {
+        let client = bindings::Client::to(server.url(), grpc.clone(), binding, "1.0");
+        turns_over(&agent, &client).await;
+    }
+}
 
+/// Multi-turn, a direct reply, a failure and a cancel through `client`'s binding.
+async fn turns_over(agent: &UpstreamAgent, client: &bindings::Client) {
+    let binding = client.binding();
+    let task = |answer: a2a_server::proto::SendMessageResponse| match answer.payload {
+        Some(send_message_response::Payload::Task(task)) => task,
+        other => panic!("{binding:?}: expected a task, got {other:?}"),
+    };
     // Multi-turn: the follow-up goes to the same upstream task.
-    let asked = send_task(&mut client, send("ask")).await;
-    assert_eq!(state(&asked), TaskState::InputRequired, "{asked:?}");
+    let asked = task(client.send(send("ask")).await.unwrap());
+    assert_eq!(state(&asked), TaskState::InputRequired, "{binding:?}: {asked:?}");
     let question = asked.status.as_ref().unwrap().message.as_ref().expect("the question");
     assert_eq!(texts(&question.parts), ["Which city?"]);
-    let answered = send_task(&mut client, follow_up(&asked, "Paris")).await;
-    assert_eq!(state(&answered), TaskState::Completed, "{answered:?}");
+    let answered = task(client.send(follow_up(&asked, "Paris")).await.unwrap());
+    assert_eq!(state(&answered), TaskState::Completed, "{binding:?}: {answered:?}");
     assert!(artifact_texts(&answered).contains(&"city: Paris".to_owned()), "{answered:?}");
     assert_eq!(upstream_id(&answered), upstream_id(&asked));
     let theirs = agent.get_task(&upstream_id(&answered)).await;
     assert_eq!(state(&theirs), TaskState::Completed);
 
     // A direct reply upstream is a direct reply here: no task.
-    match client.send_message(send("reply")).await.unwrap().into_inner().payload {
+    match client.send(send("reply")).await.unwrap().payload {
         Some(send_message_response::Payload::Message(message)) => assert_eq!(texts(&message.parts), ["pong"]),
-        other => panic!("expected a direct message, got {other:?}"),
+        other => panic!("{binding:?}: expected a direct message, got {other:?}"),
     }
 
     // An upstream failure is this task's failure, with the upstream's words.
-    let failed = send_task(&mut client, send("fail")).await;
+    let failed = task(client.send(send("fail")).await.unwrap());
     assert_eq!(state(&failed), TaskState::Failed);
     let why = failed.status.as_ref().unwrap().message.as_ref().expect("a reason");
     assert_eq!(texts(&why.parts), ["upstream says no"]);
 
     // CancelTask here cancels there.
-    let started = send_task(&mut client, send_returning_immediately("slow")).await;
+    let started = task(client.send(send_returning_immediately("slow")).await.unwrap());
     let get = GetTaskRequest { id: started.id.clone(), ..Default::default() };
     let mut running = started.clone();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !(state(&running) == TaskState::Working && running.metadata.is_some()) {
         assert!(std::time::Instant::now() < deadline, "the task is not WORKING upstream: {running:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
-        running = client.get_task(get.clone()).await.unwrap().into_inner();
+        running = client.get(get.clone()).await.unwrap();
     }
     let remote = upstream_id(&running);
-    let canceled =
-        client.cancel_task(CancelTaskRequest { id: started.id.clone(), ..Default::default() }).await.unwrap();
-    assert_eq!(state(&canceled.into_inner()), TaskState::Canceled);
+    let canceled = client.cancel(&started.id).await.unwrap();
+    assert_eq!(state(&canceled), TaskState::Canceled, "{binding:?}");
     eventually("the upstream task is CANCELED", Duration::from_secs(20), || async {
         state(&agent.get_task(&remote).await) == TaskState::Canceled
     })

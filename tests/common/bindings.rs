@@ -174,6 +174,11 @@ impl Client {
         }
     }
 
+    /// The binding it calls.
+    pub fn binding(&self) -> Binding {
+        self.binding
+    }
+
     /// The same client, every call also carrying `name: value` (HTTP header, gRPC metadata).
     pub fn with_header(&self, name: &'static str, value: impl Into<String>) -> Self {
         let mut headers = self.headers.clone();
