@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use a2a_server::proto::a2a_service_client::A2aServiceClient;
 use a2a_server::proto::{
-    CancelTaskRequest, GetTaskRequest, StreamResponse, Task, TaskState, send_message_response,
-    stream_response::Payload,
+    GetTaskRequest, StreamResponse, Task, TaskState, send_message_response, stream_response::Payload,
 };
 use common::bindings::{self, BINDINGS};
 use common::fleet::{Fleet, eventually};
