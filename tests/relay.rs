@@ -208,6 +208,21 @@ async fn v03_turns_cancel_reply_and_failure_reach_the_upstream() {
 }
 
 #[tokio::test]
+async fn a_v10_upstream_over_http_json_is_relayed_and_resumed() {
+    let Some(agent) = UpstreamAgent::start(Version::V10, &[]) else { return };
+    let endpoint = format!("http://127.0.0.1:{}/rest", agent.port);
+    let server = relay(&["--upstream-binding", "http-json", "--upstream", &endpoint]);
+    let theirs: Vec<String> = agent.stream("stream 4 20").await.iter().map(describe).collect();
+    let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+    let ours = collect(client.send_streaming_message(send("stream 4 20")).await.unwrap().into_inner())
+        .await
+        .unwrap();
+    assert_eq!(ours.iter().map(describe).collect::<Vec<_>>(), theirs);
+    let grpc = A2aServiceClient::connect(server.url()).await.unwrap();
+    turns_over(&agent, &bindings::Client::to(server.url(), grpc, bindings::Binding::Grpc, "1.0")).await;
+}
+
+#[tokio::test]
 async fn an_upstream_that_does_not_stream_is_called_and_read_instead() {
     turns_cancel_reply_and_failure(Version::V03, &["--no-streaming"]).await;
 }
@@ -248,13 +263,13 @@ async fn v03_killing_the_upstream_mid_task_fails_the_task_naming_it() {
     killing_the_upstream_fails_the_task(Version::V03).await;
 }
 
-async fn a_cut_stream_is_resumed_without_loss(version: Version) {
+async fn a_cut_stream_is_resumed_without_loss(version: Version, binding: &str, path: &str) {
     let Some(agent) = UpstreamAgent::start(version, &[]) else { return };
     let proxy = CutProxy::start(agent.port).await;
-    let endpoint = format!("http://127.0.0.1:{}/", proxy.port);
+    let endpoint = format!("http://127.0.0.1:{}{path}", proxy.port);
     let server = relay(&[
         "--upstream-binding",
-        "jsonrpc",
+        binding,
         "--upstream-version",
         version.flag(),
         "--upstream",
@@ -300,12 +315,17 @@ fn seen_task_id(seen: &[StreamResponse]) -> String {
 // Multi-threaded: the proxy must run while the test thread waits for the server to start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v10_a_cut_upstream_stream_is_resumed_without_loss() {
-    a_cut_stream_is_resumed_without_loss(Version::V10).await;
+    a_cut_stream_is_resumed_without_loss(Version::V10, "jsonrpc", "/").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v10_a_cut_upstream_stream_over_http_json_is_resumed_without_loss() {
+    a_cut_stream_is_resumed_without_loss(Version::V10, "http-json", "/rest").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v03_a_cut_upstream_stream_is_resumed_without_loss() {
-    a_cut_stream_is_resumed_without_loss(Version::V03).await;
+    a_cut_stream_is_resumed_without_loss(Version::V03, "jsonrpc", "/").await;
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ pub struct UpstreamFlags {
     pub upstream_url: Option<String>,
 
     /// Call the upstream on this binding, at the `--upstream` URL itself, instead of choosing
-    /// from its card (gRPC v1.0 first, then JSON-RPC v1.0, then JSON-RPC v0.3).
+    /// from its card (gRPC v1.0 first, then JSON-RPC v1.0, HTTP+JSON v1.0, JSON-RPC v0.3).
     #[arg(long = "upstream-binding", env = "A2A_UPSTREAM_BINDING", value_enum)]
     pub upstream_binding: Option<BindingFlag>,
 
@@ -61,6 +61,8 @@ pub struct UpstreamFlags {
 pub enum BindingFlag {
     /// JSON-RPC 2.0 (v1.0 or v0.3).
     Jsonrpc,
+    /// HTTP+JSON (v1.0).
+    HttpJson,
     /// gRPC (v1.0).
     Grpc,
 }
@@ -88,10 +90,16 @@ impl UpstreamFlags {
             (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
             _ => None,
         };
+        if self.upstream_binding.is_some_and(|b| b != BindingFlag::Jsonrpc)
+            && self.upstream_version == VersionFlag::V03
+        {
+            return Err("--upstream-version 0.3 is called over --upstream-binding jsonrpc only".into());
+        }
         Ok(UpstreamSettings {
             url,
             binding: self.upstream_binding.map(|b| match b {
                 BindingFlag::Jsonrpc => UpstreamBinding::JsonRpc,
+                BindingFlag::HttpJson => UpstreamBinding::HttpJson,
                 BindingFlag::Grpc => UpstreamBinding::Grpc,
             }),
             version: match self.upstream_version {

@@ -12,6 +12,8 @@ use crate::proto::AgentCard;
 pub enum UpstreamBinding {
     /// JSON-RPC 2.0 over HTTP, streams as Server-Sent Events.
     JsonRpc,
+    /// HTTP+JSON (v1.0 only), streams as Server-Sent Events.
+    HttpJson,
     /// gRPC (`lf.a2a.v1.A2AService`, v1.0 only).
     Grpc,
 }
@@ -39,8 +41,8 @@ pub struct Endpoint {
 /// What the card says.
 #[derive(Debug, Clone)]
 pub struct UpstreamCard {
-    /// The interface chosen (gRPC v1.0, then JSON-RPC v1.0, then JSON-RPC v0.3), unless a
-    /// binding was forced.
+    /// The interface chosen (gRPC v1.0, then JSON-RPC v1.0, then HTTP+JSON v1.0, then JSON-RPC
+    /// v0.3), unless a binding was forced.
     pub endpoint: Endpoint,
     /// Whether the upstream declares streaming (then its streaming calls are used).
     pub streaming: bool,
@@ -55,6 +57,7 @@ pub fn read(card: &Value, forced: Option<UpstreamBinding>) -> Result<UpstreamCar
     let preference = [
         (UpstreamBinding::Grpc, UpstreamVersion::V10),
         (UpstreamBinding::JsonRpc, UpstreamVersion::V10),
+        (UpstreamBinding::HttpJson, UpstreamVersion::V10),
         (UpstreamBinding::JsonRpc, UpstreamVersion::V03),
     ];
     let endpoint = preference
@@ -64,7 +67,7 @@ pub fn read(card: &Value, forced: Option<UpstreamBinding>) -> Result<UpstreamCar
         .cloned()
         .ok_or_else(|| {
             format!(
-                "the agent card lists no interface this server can call (gRPC v1.0 or JSON-RPC v1.0/v0.3){}",
+                "the agent card lists no interface this server can call (gRPC or HTTP+JSON v1.0, JSON-RPC v1.0 or v0.3){}",
                 forced.map(|b| format!(" with --upstream-binding {b:?}")).unwrap_or_default()
             )
         })?;
@@ -82,12 +85,13 @@ fn interfaces(card: &Map<String, Value>) -> Vec<Endpoint> {
     let mut add = |url: String, binding: &str, version: &str| {
         let binding = match binding.to_ascii_uppercase().as_str() {
             "JSONRPC" => UpstreamBinding::JsonRpc,
+            "HTTP+JSON" => UpstreamBinding::HttpJson,
             "GRPC" => UpstreamBinding::Grpc,
             _ => return,
         };
         let version = if version.starts_with("0.") { UpstreamVersion::V03 } else { UpstreamVersion::V10 };
-        // This server has no v0.3 gRPC client: a v0.3 agent is called over JSON-RPC.
-        if !url.is_empty() && (binding, version) != (UpstreamBinding::Grpc, UpstreamVersion::V03) {
+        // This server calls v0.3 agents over JSON-RPC only (every one seen serves it).
+        if !url.is_empty() && (binding == UpstreamBinding::JsonRpc || version == UpstreamVersion::V10) {
             found.push(Endpoint { url, binding, version });
         }
     };
@@ -188,5 +192,11 @@ mod tests {
         );
         assert!(!read.streaming);
         assert!(super::read(&json!({"name": "x", "supportedInterfaces": []}), None).is_err());
+        let rest_only = json!({"name": "r", "supportedInterfaces": [
+            {"url": "http://h/v1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        ]});
+        assert_eq!(super::read(&rest_only, None).unwrap().endpoint.binding, UpstreamBinding::HttpJson);
+        let v03_rest = json!({"name": "r", "url": "http://h/", "protocolVersion": "0.3.0", "preferredTransport": "HTTP+JSON"});
+        assert!(super::read(&v03_rest, None).is_err(), "a v0.3 REST agent is not called");
     }
 }

@@ -5,44 +5,21 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 
-use super::sse::SseDecoder;
-use super::{Endpoint, Events, UpstreamError, UpstreamSettings, UpstreamVersion};
+use super::http::{self, Peer, invalid};
+use super::{Endpoint, Events, UpstreamError, UpstreamVersion};
 use crate::proto::{SendMessageRequest, StreamResponse, Task};
 use crate::protojson;
 use crate::transport::v03::convert;
 
-/// The HTTP client every JSON-RPC upstream call (and the card's GET) goes through.
-pub(super) fn http_client(settings: &UpstreamSettings) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(settings.call_timeout)
-        // A stream may be quiet for a long time; a dead peer is found by keepalive instead.
-        .tcp_keepalive(std::time::Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::limited(3));
-    if let Some(pem) = &settings.tls_ca_pem {
-        let certificates =
-            reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("--upstream-ca: {e}"))?;
-        builder = builder.tls_certs_only(certificates);
-    }
-    if let Some((certificate, key)) = &settings.tls_identity {
-        let pem = [certificate.as_slice(), b"\n", key.as_slice()].concat();
-        let identity =
-            reqwest::Identity::from_pem(&pem).map_err(|e| format!("--upstream-client-cert/-key: {e}"))?;
-        builder = builder.identity(identity);
-    }
-    builder.build().map_err(|e| format!("the upstream HTTP client: {e}"))
-}
-
 #[derive(Clone)]
 pub(super) struct JsonRpc {
-    http: reqwest::Client,
-    headers: HeaderMap,
+    peer: Peer,
     url: String,
     version: UpstreamVersion,
-    settings: Arc<UpstreamSettings>,
     ids: Arc<AtomicU64>,
 }
 
@@ -61,30 +38,23 @@ const CANCEL: Method = Method { v10: "CancelTask", v03: "tasks/cancel", unbounde
 const SUBSCRIBE: Method = Method { v10: "SubscribeToTask", v03: "tasks/resubscribe", unbounded: false };
 
 impl JsonRpc {
-    pub(super) fn new(
-        http: reqwest::Client,
-        mut headers: HeaderMap,
-        endpoint: &Endpoint,
-        settings: Arc<UpstreamSettings>,
-    ) -> Self {
+    pub(super) fn new(mut peer: Peer, endpoint: &Endpoint) -> Self {
         if endpoint.version == UpstreamVersion::V10 {
-            headers.insert("a2a-version", reqwest::header::HeaderValue::from_static("1.0"));
+            peer.headers.insert("a2a-version", HeaderValue::from_static("1.0"));
         }
-        headers.insert(CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
+        peer.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let ids = Arc::new(AtomicU64::new(1));
-        Self { http, headers, url: endpoint.url.clone(), version: endpoint.version, settings, ids }
+        Self { peer, url: endpoint.url.clone(), version: endpoint.version, ids }
     }
 
-    fn method(&self, method: &Method) -> &'static str {
-        match self.version {
+    fn request(&self, method: &Method, params: Value, accept: &'static str) -> reqwest::RequestBuilder {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let name = match self.version {
             UpstreamVersion::V10 => method.v10,
             UpstreamVersion::V03 => method.v03,
-        }
-    }
-
-    fn body(&self, method: &Method, params: Value) -> Value {
-        let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        json!({"jsonrpc": "2.0", "id": id, "method": self.method(method), "params": params})
+        };
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": name, "params": params});
+        self.peer.request(reqwest::Method::POST, &self.url, accept).json(&body)
     }
 
     /// A send's params: v1.0's request as ProtoJSON, or v0.3's `MessageSendParams`.
@@ -106,109 +76,18 @@ impl JsonRpc {
         params
     }
 
-    fn id_params(&self, task_id: &str) -> Value {
-        json!({"id": task_id})
-    }
-
     /// One call answered with one JSON-RPC response.
     async fn call(&self, method: &Method, params: Value) -> Result<Value, UpstreamError> {
-        let mut request = self.http.post(&self.url).headers(self.headers.clone());
-        if !method.unbounded {
-            request = request.timeout(self.settings.call_timeout);
-        }
-        let response = request
-            .header(ACCEPT, "application/json")
-            .json(&self.body(method, params))
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = response.status();
-        let bytes = read_capped(response, self.settings.max_event_bytes).await?;
-        let answer: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| UpstreamError::Invalid(format!("HTTP {status}, not a JSON-RPC response: {e}")))?;
-        result_of(answer)
+        let timeout = (!method.unbounded).then_some(self.peer.settings.call_timeout);
+        let request = self.request(method, params, "application/json");
+        http::json(request, timeout, self.peer.settings.max_event_bytes, result_of).await
     }
 
     /// A call answered with a stream of events.
     async fn stream(&self, method: &Method, params: Value) -> Result<Events, UpstreamError> {
-        let request = self
-            .http
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(ACCEPT, "text/event-stream")
-            .json(&self.body(method, params))
-            .send();
-        // The stream itself may be quiet for as long as the task runs; its start may not.
-        let response = tokio::time::timeout(self.settings.call_timeout, request)
-            .await
-            .map_err(|_| UpstreamError::Unreachable("no answer within --upstream-timeout-ms".into()))?
-            .map_err(unreachable)?;
-        let is_sse = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !is_sse {
-            // An error (or a server that does not stream) answers with one JSON-RPC response.
-            let status = response.status();
-            let bytes = read_capped(response, self.settings.max_event_bytes).await?;
-            let answer: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| UpstreamError::Invalid(format!("HTTP {status}, neither SSE nor JSON: {e}")))?;
-            let event = self.event(result_of(answer)?);
-            return Ok(Box::pin(futures::stream::once(async move { event })));
-        }
-        let mut decoder = SseDecoder::new(self.settings.max_event_bytes);
-        let this = self.clone();
-        let body = response.bytes_stream();
-        Ok(Box::pin(async_stream::stream! {
-            futures::pin_mut!(body);
-            while let Some(chunk) = body.next().await {
-                let chunk = match chunk {
-                    Ok(chunk) => chunk,
-                    Err(error) => {
-                        yield Err(UpstreamError::Unreachable(format!("the stream broke: {error}")));
-                        return;
-                    }
-                };
-                let events = match decoder.push(&chunk) {
-                    Ok(events) => events,
-                    Err(error) => {
-                        yield Err(UpstreamError::Invalid(error));
-                        return;
-                    }
-                };
-                for data in events {
-                    let event = serde_json::from_slice::<Value>(&data)
-                        .map_err(|e| UpstreamError::Invalid(format!("an SSE event is not JSON: {e}")))
-                        .and_then(result_of)
-                        .and_then(|result| this.event(result));
-                    let failed = event.is_err();
-                    yield event;
-                    if failed {
-                        return;
-                    }
-                }
-            }
-        }))
-    }
-
-    /// A result as a v1.0 `StreamResponse` (a v1.0 `SendMessageResponse` has the same shape).
-    fn event(&self, result: Value) -> Result<StreamResponse, UpstreamError> {
-        let result = match self.version {
-            UpstreamVersion::V10 => result,
-            UpstreamVersion::V03 => convert::result_in(&result).map_err(invalid)?,
-        };
-        protojson::decode::<StreamResponse>(&result).map_err(invalid)
-    }
-
-    fn task(&self, result: Value) -> Result<Task, UpstreamError> {
-        let result = match self.version {
-            UpstreamVersion::V10 => result,
-            UpstreamVersion::V03 => {
-                convert::result_in(&result).map_err(invalid)?.get("task").cloned().unwrap_or_default()
-            }
-        };
-        protojson::decode::<Task>(&result).map_err(invalid)
+        let version = self.version;
+        let request = self.request(method, params, "text/event-stream");
+        http::events(request, &self.peer.settings, result_of, move |result| event(version, result)).await
     }
 
     pub(super) async fn send(
@@ -220,27 +99,44 @@ impl JsonRpc {
         if streaming {
             return self.stream(&STREAM, params).await;
         }
-        let event = self.event(self.call(&SEND, params).await?);
+        let event = event(self.version, self.call(&SEND, params).await?);
         Ok(Box::pin(futures::stream::once(async move { event })))
     }
 
     pub(super) async fn subscribe(&self, task_id: &str) -> Result<Events, UpstreamError> {
-        self.stream(&SUBSCRIBE, self.id_params(task_id)).await
+        self.stream(&SUBSCRIBE, json!({"id": task_id})).await
     }
 
     pub(super) async fn get_task(&self, task_id: &str) -> Result<Task, UpstreamError> {
-        let result = self.call(&GET, self.id_params(task_id)).await?;
-        self.task(result)
+        task(self.version, self.call(&GET, json!({"id": task_id})).await?)
     }
 
     pub(super) async fn cancel(&self, task_id: &str) -> Result<Task, UpstreamError> {
-        let result = self.call(&CANCEL, self.id_params(task_id)).await?;
-        self.task(result)
+        task(self.version, self.call(&CANCEL, json!({"id": task_id})).await?)
     }
 }
 
+/// A result as a v1.0 `StreamResponse` (a v1.0 `SendMessageResponse` has the same shape).
+fn event(version: UpstreamVersion, result: Value) -> Result<StreamResponse, UpstreamError> {
+    let result = match version {
+        UpstreamVersion::V10 => result,
+        UpstreamVersion::V03 => convert::result_in(&result).map_err(invalid)?,
+    };
+    protojson::decode::<StreamResponse>(&result).map_err(invalid)
+}
+
+fn task(version: UpstreamVersion, result: Value) -> Result<Task, UpstreamError> {
+    let result = match version {
+        UpstreamVersion::V10 => result,
+        UpstreamVersion::V03 => {
+            convert::result_in(&result).map_err(invalid)?.get("task").cloned().unwrap_or_default()
+        }
+    };
+    protojson::decode::<Task>(&result).map_err(invalid)
+}
+
 /// The `result` of a JSON-RPC response, or its `error` as a refusal.
-fn result_of(mut answer: Value) -> Result<Value, UpstreamError> {
+fn result_of(_: StatusCode, mut answer: Value) -> Result<Value, UpstreamError> {
     if let Some(error) = answer.get("error").filter(|e| !e.is_null()) {
         let code = error.get("code").and_then(Value::as_i64).unwrap_or_default();
         let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
@@ -250,33 +146,4 @@ fn result_of(mut answer: Value) -> Result<Value, UpstreamError> {
         Some(result) => Ok(result.take()),
         None => Err(UpstreamError::Invalid("a JSON-RPC response without result or error".into())),
     }
-}
-
-/// The whole body, refusing one over `limit` bytes.
-async fn read_capped(response: reqwest::Response, limit: usize) -> Result<Vec<u8>, UpstreamError> {
-    let mut body = response.bytes_stream();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(unreachable)?;
-        if bytes.len() + chunk.len() > limit {
-            return Err(UpstreamError::Invalid(format!("an answer over {limit} bytes")));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
-}
-
-fn unreachable(error: reqwest::Error) -> UpstreamError {
-    // The error's source chain says why (refused, reset, timed out); its Display alone does not.
-    let mut why = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(inner) = source {
-        why = format!("{why}: {inner}");
-        source = inner.source();
-    }
-    UpstreamError::Unreachable(why)
-}
-
-fn invalid(error: impl std::fmt::Display) -> UpstreamError {
-    UpstreamError::Invalid(error.to_string())
 }

@@ -4,14 +4,17 @@
 //! Five operations are all a relay needs: send (streaming or not), subscribe, get, cancel, and
 //! reading the card. Each binding answers them in v1.0's generated types, so the relay never
 //! sees a wire form: `jsonrpc.rs` (v1.0 ProtoJSON, or v0.3 JSON rewritten by the same
-//! [`convert`](crate::transport::v03::convert) the v0.3 shim uses, read backwards), `grpc.rs`
-//! (the generated tonic client), `sse.rs` (the event framing), `card.rs` (either card version).
+//! [`convert`](crate::transport::v03::convert) the v0.3 shim uses, read backwards), `rest.rs`
+//! (HTTP+JSON, v1.0), `http.rs` (what those two share), `grpc.rs` (the generated tonic client),
+//! `sse.rs` (the event framing), `card.rs` (either card version).
 //!
 //! This module sits beside the transports, not under the core: it is a client, used only by
 //! the relay agent, and it knows the wire forms the way `transport/` does.
 pub mod card;
 mod grpc;
+mod http;
 mod jsonrpc;
+mod rest;
 pub mod sse;
 
 use std::pin::Pin;
@@ -97,6 +100,7 @@ pub struct Upstream {
 #[derive(Clone)]
 enum Client {
     JsonRpc(jsonrpc::JsonRpc),
+    Rest(rest::Rest),
     Grpc(grpc::Grpc),
 }
 
@@ -106,7 +110,7 @@ impl Upstream {
     /// URL is the endpoint, and the card is read from its origin's well-known path if it is
     /// there (for the skills); the upstream is then taken to stream.
     pub async fn connect(settings: UpstreamSettings) -> Result<(Self, UpstreamCard), String> {
-        let http = jsonrpc::http_client(&settings)?;
+        let http = http::client(&settings)?;
         let mut headers = HeaderMap::new();
         for (name, value) in &settings.headers {
             headers.append(name.clone(), value.clone());
@@ -141,10 +145,10 @@ impl Upstream {
             }
         };
         let settings = std::sync::Arc::new(settings);
+        let peer = http::Peer { client: http, headers, settings: settings.clone() };
         let client = match read.endpoint.binding {
-            UpstreamBinding::JsonRpc => {
-                Client::JsonRpc(jsonrpc::JsonRpc::new(http, headers, &read.endpoint, settings.clone()))
-            }
+            UpstreamBinding::JsonRpc => Client::JsonRpc(jsonrpc::JsonRpc::new(peer, &read.endpoint)),
+            UpstreamBinding::HttpJson => Client::Rest(rest::Rest::new(peer, &read.endpoint)),
             UpstreamBinding::Grpc => Client::Grpc(grpc::Grpc::new(&read.endpoint.url, &settings)?),
         };
         let upstream = Self { endpoint: read.endpoint.clone(), streaming: read.streaming, client, settings };
@@ -171,6 +175,7 @@ impl Upstream {
     pub async fn send(&self, request: SendMessageRequest) -> Result<Events, UpstreamError> {
         match &self.client {
             Client::JsonRpc(c) => c.send(request, self.streaming).await,
+            Client::Rest(c) => c.send(request, self.streaming).await,
             Client::Grpc(c) => c.send(request, self.streaming).await,
         }
     }
@@ -179,6 +184,7 @@ impl Upstream {
     pub async fn subscribe(&self, task_id: &str) -> Result<Events, UpstreamError> {
         match &self.client {
             Client::JsonRpc(c) => c.subscribe(task_id).await,
+            Client::Rest(c) => c.subscribe(task_id).await,
             Client::Grpc(c) => c.subscribe(task_id).await,
         }
     }
@@ -187,6 +193,7 @@ impl Upstream {
     pub async fn get_task(&self, task_id: &str) -> Result<Task, UpstreamError> {
         match &self.client {
             Client::JsonRpc(c) => c.get_task(task_id).await,
+            Client::Rest(c) => c.get_task(task_id).await,
             Client::Grpc(c) => c.get_task(task_id).await,
         }
     }
@@ -195,6 +202,7 @@ impl Upstream {
     pub async fn cancel(&self, task_id: &str) -> Result<Task, UpstreamError> {
         match &self.client {
             Client::JsonRpc(c) => c.cancel(task_id).await,
+            Client::Rest(c) => c.cancel(task_id).await,
             Client::Grpc(c) => c.cancel(task_id).await,
         }
     }

@@ -152,6 +152,27 @@ fn ref_metadata(remote: &Remote) -> pbjson_types::Struct {
     pbjson_types::Struct { fields: [(UPSTREAM_KEY.to_owned(), value)].into_iter().collect() }
 }
 
+/// How long a call's stream may take to end by itself once the task settled. Dropped unread,
+/// it would be reset, and h2 closes a connection after 1,024 resets of its own making: every
+/// task then in flight on it failed (a2a-bench `--relay`, 48 of 250,000 calls).
+const STREAM_END_GRACE: Duration = Duration::from_secs(2);
+
+/// Lets a settled call's stream end: read to its end now if it already has, else off the
+/// execution, for at most [`STREAM_END_GRACE`].
+fn let_end(mut events: Events) {
+    use futures::FutureExt;
+    for _ in 0..16 {
+        match events.next().now_or_never() {
+            Some(Some(_)) => continue,
+            Some(None) => return,
+            None => break,
+        }
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(STREAM_END_GRACE, events.for_each(|_| async {})).await;
+    });
+}
+
 /// Why a relay stopped early.
 enum Stop {
     /// The task no longer takes events (canceled here, or ended).
@@ -301,6 +322,7 @@ impl Relay<'_> {
                         ..message
                     };
                     self.events.send(AgentEvent::Message(reply)).await?;
+                    let_end(events);
                     return Ok(Followed::Settled);
                 }
                 Payload::Message(message) => {
@@ -330,6 +352,7 @@ impl Relay<'_> {
                 }
             }
             if self.mirror.settled() {
+                let_end(events);
                 return Ok(Followed::Settled);
             }
         }
