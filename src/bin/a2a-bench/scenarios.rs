@@ -60,18 +60,20 @@ pub struct UnaryParams {
 /// call, no timer per call, a preallocated histogram: see `unary_load`), since what it takes
 /// of the shared CPUs caps the throughput of both servers.
 pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
-    unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None).await
+    unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None, None).await
 }
 
 /// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and every
 /// worker sends its successive calls round-robin over all the connections (so over the
 /// servers too, as a load balancer would). Server CPU is summed over `pids`; with a `probe`,
-/// Redis commands and CPU per call are added.
+/// Redis commands and CPU per call are added; with `upstream`, the PID of the agent the servers
+/// relay to, its CPU per call over the same window and the servers' and its together.
 pub async fn unary_spread(
     targets: &[Target],
     pids: &[u32],
     p: &UnaryParams,
     probe: Option<Probe<'_>>,
+    upstream: Option<u32>,
 ) -> Result<Measured, BoxError> {
     let mut conns = Vec::new();
     for _ in 0..p.connections {
@@ -95,8 +97,10 @@ pub async fn unary_spread(
         None => None,
     };
     let (cpu, client_cpu) = (CpuMeter::start_all(pids), CpuMeter::start(Some(std::process::id())));
+    let upstream_cpu = upstream.map(|pid| CpuMeter::start(Some(pid)));
     let load = unary_load(&conns, p.concurrency, &request, p.stop).await;
     let (cpu, client_cpu) = (cpu.elapsed(), client_cpu.elapsed());
+    let upstream_cpu = upstream_cpu.and_then(|meter| meter.elapsed());
     let calls = load.latencies.len() as f64;
     if calls == 0.0 {
         return Err(format!(
@@ -118,6 +122,16 @@ pub async fn unary_spread(
     ];
     if let Some(cpu) = cpu {
         metrics.push(Metric::new("server CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Lower));
+    }
+    if let (Some(cpu), Some(upstream)) = (cpu, upstream_cpu) {
+        metrics.push(Metric::new(
+            "upstream CPU per call",
+            "µs",
+            upstream as f64 / 1000.0 / calls,
+            Better::Info,
+        ));
+        let both = (cpu + upstream) as f64 / 1000.0 / calls;
+        metrics.push(Metric::new("total CPU per call", "µs", both, Better::Lower));
     }
     if let Some(cpu) = client_cpu {
         // The client shares the machine: what it takes, the servers cannot have.
