@@ -8,13 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::proto::stream_response::Payload;
-use a2a_server::proto::{SendMessageRequest, StreamResponse, Task, TaskState};
+use a2a_server::proto::{
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, send_message_response,
+};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message as _;
 
 use crate::BoxError;
 use crate::driver::{
-    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, user_message,
+    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, texts, user_message,
 };
 use crate::fleet::{Per, Probe};
 use crate::latency::Histogram;
@@ -236,8 +238,8 @@ async fn unary_load(
                     next = if next + 1 == count { 0 } else { next + 1 };
                     let result = conn.send(numbered(&request)).await;
                     let answered = Instant::now();
-                    match result {
-                        Ok(_) => {
+                    match result.and_then(refused) {
+                        Ok(()) => {
                             mine.latencies.record(answered.duration_since(sent).as_nanos() as u64);
                             let since_start = answered.duration_since(start).as_nanos() as u64;
                             mine.last_answer.store(since_start, Ordering::Relaxed);
@@ -300,6 +302,21 @@ async fn unary_load(
     // Up to the last answer, so that an abandoned call does not dilute the rate of the others.
     load.elapsed = Duration::from_nanos(last_answer);
     load
+}
+
+/// An answer that is a task the agent ended in failure (FAILED, REJECTED, CANCELED) as an error:
+/// the call was answered, but the work was not done (a relay whose upstream call failed
+/// answers so). Any other answer counts, so that `unary` works with any agent.
+fn refused(response: SendMessageResponse) -> Result<(), BoxError> {
+    let Some(send_message_response::Payload::Task(task)) = response.payload else { return Ok(()) };
+    match task_state(&task) {
+        state @ (TaskState::Failed | TaskState::Rejected | TaskState::Canceled) => {
+            let why =
+                task.status.and_then(|s| s.message).map(|m| texts(&m.parts).collect::<Vec<_>>().join(" "));
+            Err(format!("answered a {state:?} task: {}", why.unwrap_or_default()).into())
+        }
+        _ => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
