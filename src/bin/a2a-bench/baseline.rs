@@ -14,6 +14,12 @@
 //! - SendStreamingMessage `stream E MS [WAIT]` → the same task, its Task then its events on the
 //!   call's stream (the `running` memory scenario: a task whose execution is in flight, with its
 //!   stream open, producing an event now and then).
+//! - `stamped E MS [WAIT]` (either call) → as `stream`, each chunk's event carrying when it was
+//!   made ([`SENT_AT_KEY`]): the relay's per-event latency, from the upstream's making an event
+//!   to the client's receipt, through our relay and directly.
+//! - SendStreamingMessage anything else → the echo's COMPLETED Task, the stream's only item:
+//!   what a relay in front of the baseline asks for a unary echo (it calls an upstream that
+//!   streams by its streaming call).
 //! - CancelTask → CANCELED, which ends the task's life and its stream; a sleeping execution
 //!   notices when it wakes.
 //! - SubscribeToTask → the Task snapshot, then the task's events. The snapshot and the start of
@@ -43,6 +49,7 @@ use a2a_server::proto::{
     TaskStatusUpdateEvent, part, send_message_response, stream_response::Payload,
 };
 use futures::Stream;
+use pbjson_types::value::Kind;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
@@ -53,6 +60,11 @@ use crate::driver::{is_terminal, task_state_of, texts};
 
 /// Events a subscriber takes per lock.
 const BATCH: usize = 64;
+
+/// The metadata key of a `stamped` chunk's event: when the baseline made it, in nanoseconds since
+/// the Unix epoch, as a decimal string (a JSON number would round it). The wall clock, as the
+/// reader is another process on the same machine.
+pub const SENT_AT_KEY: &str = "a2aBenchSentAt";
 
 /// Serves the baseline on `listener` until the process ends, with the same HTTP/2 settings as
 /// `a2a_server::server::serve`.
@@ -172,10 +184,11 @@ fn text_of(parts: &[Part]) -> String {
     text
 }
 
-/// What a message asks of the demo agent (the subset the benchmark uses).
+/// What a message asks of the demo agent (the subset the benchmark uses), or of the baseline
+/// alone (`stamped`).
 enum Ask {
     Input,
-    Stream { chunks: u64, delay_ms: u64, wait_ms: u64 },
+    Stream { chunks: u64, delay_ms: u64, wait_ms: u64, stamped: bool },
     Echo,
 }
 
@@ -183,11 +196,11 @@ fn parse(text: &str) -> Ask {
     let mut words = text.split_whitespace();
     match words.next() {
         Some("input") if words.next().is_none() => Ask::Input,
-        Some("stream") => {
+        Some(word @ ("stream" | "stamped")) => {
             let mut number = |default: u64| words.next().and_then(|w| w.parse().ok()).unwrap_or(default);
             let chunks = number(5);
             let delay_ms = number(500);
-            Ask::Stream { chunks, delay_ms, wait_ms: number(0) }
+            Ask::Stream { chunks, delay_ms, wait_ms: number(0), stamped: word == "stamped" }
         }
         _ => Ask::Echo,
     }
@@ -195,6 +208,26 @@ fn parse(text: &str) -> Ask {
 
 fn task_response(task: Task) -> Response<SendMessageResponse> {
     Response::new(SendMessageResponse { payload: Some(send_message_response::Payload::Task(task)) })
+}
+
+/// Completes a new task with the echo of `text`.
+fn echo(task: &mut Task, text: String) {
+    task.status = Some(status(TaskState::Completed, None));
+    // Ours reports the A2A dev-1.1 generation (created, artifact, completed): same bytes.
+    task.generation = 3;
+    task.artifacts.push(Artifact {
+        artifact_id: "echo".into(),
+        name: "echo".into(),
+        parts: vec![Part { content: Some(part::Content::Text(text)), ..Default::default() }],
+        ..Default::default()
+    });
+}
+
+/// Now, as [`SENT_AT_KEY`] metadata.
+fn sent_at() -> pbjson_types::Struct {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let value = pbjson_types::Value { kind: Some(Kind::StringValue(since.as_nanos().to_string())) };
+    pbjson_types::Struct { fields: [(SENT_AT_KEY.to_owned(), value)].into_iter().collect() }
 }
 
 impl Baseline {
@@ -242,9 +275,9 @@ impl Baseline {
         })
     }
 
-    /// The execution: WORKING, WAIT ms, the chunks DELAY ms apart, COMPLETED; it stops early
-    /// if the task is canceled.
-    fn start_stream(&self, task: &Task, chunks: u64, delay_ms: u64, wait_ms: u64) {
+    /// The execution: WORKING, WAIT ms, the chunks DELAY ms apart (each stamped with when it was
+    /// made, if asked), COMPLETED; it stops early if the task is canceled.
+    fn start_stream(&self, task: &Task, chunks: u64, delay_ms: u64, wait_ms: u64, stamped: bool) {
         let this = self.clone();
         let task = Task { history: Vec::new(), artifacts: Vec::new(), ..task.clone() };
         tokio::spawn(async move {
@@ -270,7 +303,7 @@ impl Baseline {
                     artifact: Some(artifact),
                     append: i > 0,
                     last_chunk: i + 1 == chunks,
-                    metadata: None,
+                    metadata: stamped.then(sent_at),
                     generation: 0,
                 };
                 if !this.publish(&task.id, Payload::ArtifactUpdate(update)) {
@@ -291,7 +324,9 @@ impl Baseline {
             entry.task.clone()
         };
         match parse(text) {
-            Ask::Stream { chunks, delay_ms, wait_ms } => self.start_stream(&task, chunks, delay_ms, wait_ms),
+            Ask::Stream { chunks, delay_ms, wait_ms, stamped } => {
+                self.start_stream(&task, chunks, delay_ms, wait_ms, stamped)
+            }
             Ask::Input | Ask::Echo => {
                 let artifact = Artifact {
                     artifact_id: "echo".into(),
@@ -355,15 +390,7 @@ impl A2aService for Baseline {
         let mut task = Self::new_task(message);
         match ask {
             Ask::Echo => {
-                task.status = Some(status(TaskState::Completed, None));
-                // Ours reports the A2A dev-1.1 generation (created, artifact, completed): same bytes.
-                task.generation = 3;
-                task.artifacts.push(Artifact {
-                    artifact_id: "echo".into(),
-                    name: "echo".into(),
-                    parts: vec![Part { content: Some(part::Content::Text(text)), ..Default::default() }],
-                    ..Default::default()
-                });
+                echo(&mut task, text);
                 Ok(task_response(task))
             }
             Ask::Input => {
@@ -381,10 +408,10 @@ impl A2aService for Baseline {
                 self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
                 Ok(task_response(task))
             }
-            Ask::Stream { chunks, delay_ms, wait_ms } => {
+            Ask::Stream { chunks, delay_ms, wait_ms, stamped } => {
                 let live = Live { task: task.clone(), events: None };
                 self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
-                self.start_stream(&task, chunks, delay_ms, wait_ms);
+                self.start_stream(&task, chunks, delay_ms, wait_ms, stamped);
                 Ok(task_response(task))
             }
         }
@@ -398,13 +425,20 @@ impl A2aService for Baseline {
     ) -> Result<Response<EventStream>, Status> {
         let message =
             request.into_inner().message.ok_or_else(|| Status::invalid_argument("message is required"))?;
-        let Ask::Stream { chunks, delay_ms, wait_ms } = parse(&text_of(&message.parts)) else {
-            return Err(Status::unimplemented("the baseline streams `stream E MS [WAIT]` only"));
-        };
         if !message.task_id.is_empty() {
             return Err(Status::unimplemented("the baseline streams new tasks only"));
         }
-        let task = Self::new_task(message);
+        let text = text_of(&message.parts);
+        let ask = parse(&text);
+        let mut task = Self::new_task(message);
+        let Ask::Stream { chunks, delay_ms, wait_ms, stamped } = ask else {
+            if matches!(ask, Ask::Input) {
+                return Err(Status::unimplemented("the baseline does not stream `input`"));
+            }
+            echo(&mut task, text);
+            let item = StreamResponse { payload: Some(Payload::Task(task)) };
+            return Ok(Response::new(Box::pin(futures::stream::once(async move { Ok(item) }))));
+        };
         // Subscribed from the start, so the stream misses nothing the execution publishes.
         let events = Arc::new(Events::new());
         let woken = events.len.subscribe();
@@ -412,7 +446,7 @@ impl A2aService for Baseline {
             Reader { events: events.clone(), next: 0, woken, pending: Vec::new().into_iter(), done: false };
         let live = Live { task: task.clone(), events: Some(events) };
         self.live.lock().unwrap_or_else(|e| e.into_inner()).insert(task.id.clone(), live);
-        self.start_stream(&task, chunks, delay_ms, wait_ms);
+        self.start_stream(&task, chunks, delay_ms, wait_ms, stamped);
         Ok(Response::new(feed(StreamResponse { payload: Some(Payload::Task(task)) }, reader)))
     }
 

@@ -184,6 +184,20 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     pub fleet_event_ms: u64,
 
+    /// Measure the relay agent (issue #37): start the baseline as an upstream agent and
+    /// --spawn-server as `--agent a2a --upstream-binding grpc --upstream <baseline>`, and run
+    /// the relay-* scenarios through the relay and on the baseline directly.
+    #[arg(long, requires = "spawn_server", conflicts_with_all = ["baseline", "server_pid", "fleet"])]
+    pub relay: bool,
+
+    /// relay-stream: chunks per stream [default: 1000; quick: 50].
+    #[arg(long)]
+    pub relay_events: Option<u64>,
+
+    /// relay-stream: milliseconds between chunks, one group of rows each (0: a burst).
+    #[arg(long, value_delimiter = ',', default_values_t = [2, 0])]
+    pub relay_event_ms: Vec<u64>,
+
     /// Limit on each phase of a scenario, in seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout_secs: u64,
@@ -243,6 +257,11 @@ pub enum Scenario {
     FleetFanout,
     /// --fleet: unary SendMessage in Redis mode (1 and N replicas) against memory mode.
     FleetUnary,
+    /// --relay: the unary scenario through the relay, and on its upstream directly.
+    RelayUnary,
+    /// --relay: SendStreamingMessage `stamped E MS` through the relay and directly: per chunk,
+    /// receipt minus when the upstream made it.
+    RelayStream,
 }
 
 impl Scenario {
@@ -256,6 +275,11 @@ impl Scenario {
                 | Self::FleetFanout
                 | Self::FleetUnary
         )
+    }
+
+    /// Whether the scenario needs --relay (and is the only kind --relay runs).
+    pub fn is_relay(self) -> bool {
+        matches!(self, Self::RelayUnary | Self::RelayStream)
     }
 }
 
@@ -272,6 +296,15 @@ pub struct Plan {
     pub list_stall: ListStallParams,
     /// With --fleet.
     pub fleet: Option<FleetParams>,
+    /// With --relay.
+    pub relay: Option<RelayParams>,
+}
+
+/// relay-stream: how many chunks, how fast (one group of rows per pace).
+pub struct RelayParams {
+    pub events: u64,
+    pub delays_ms: Vec<u64>,
+    pub timeout: Duration,
 }
 
 /// The sizes of the fleet scenarios.
@@ -353,6 +386,8 @@ impl Plan {
                     Scenario::FleetFanout,
                     Scenario::FleetUnary,
                 ]
+            } else if args.scenarios.is_empty() && args.relay {
+                vec![Scenario::RelayUnary, Scenario::RelayStream]
             } else if args.scenarios.is_empty() {
                 vec![
                     Scenario::Unary,
@@ -415,6 +450,11 @@ impl Plan {
             },
             unary,
             fleet,
+            relay: args.relay.then(|| RelayParams {
+                events: args.relay_events.unwrap_or(choose(q, 50, 1000)).max(1),
+                delays_ms: if args.relay_event_ms.is_empty() { vec![2] } else { args.relay_event_ms.clone() },
+                timeout,
+            }),
         }
     }
 }

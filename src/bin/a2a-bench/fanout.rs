@@ -1,13 +1,16 @@
 //! The fan-out scenario: one task, N subscribers, a burst of E events; throughput and a check
-//! that every subscriber got every event exactly once, in order.
-use std::time::{Duration, Instant};
+//! that every subscriber got every event exactly once, in order; and the reading of a stream's
+//! chunks with their times of receipt ([`receipts`], for the fleet's and the relay's latencies).
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use a2a_server::proto::stream_response::Payload;
 use a2a_server::proto::{StreamResponse, Task, TaskState};
+use pbjson_types::value::Kind;
 use tokio::sync::mpsc;
 
 use crate::BoxError;
-use crate::driver::{Conn, Target, fresh_message, send_request, task_state, task_state_of, texts};
+use crate::baseline::SENT_AT_KEY;
+use crate::driver::{Conn, Sub, Target, fresh_message, send_request, task_state, task_state_of, texts};
 use crate::fleet::{Per, Probe};
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric};
@@ -372,5 +375,76 @@ async fn subscriber(
         out_of_order: chunks.out_of_order,
         duplicates: chunks.duplicates,
         failure,
+    }
+}
+
+/// When each chunk reached one reader, and, for chunks stamped by the baseline (`stamped E MS`),
+/// how long after it was made.
+pub struct Receipts {
+    pub at: Vec<Option<Instant>>,
+    /// Per chunk: receipt minus [`SENT_AT_KEY`], both on the wall clock, in nanoseconds.
+    pub lag: Vec<Option<u64>>,
+    pub chunks: Chunks,
+    pub failure: Option<String>,
+}
+
+impl Receipts {
+    pub fn failed(why: String) -> Self {
+        Self { at: Vec::new(), lag: Vec::new(), chunks: Chunks::new(0), failure: Some(why) }
+    }
+}
+
+/// Reads a subscription (past its first item) to its end, noting when each new `chunk K`
+/// arrived; `conn` is held open until then.
+pub async fn receipts(conn: Conn, mut sub: Sub, events: u64) -> Receipts {
+    let slots = events as usize;
+    let mut out = Receipts {
+        at: vec![None; slots],
+        lag: vec![None; slots],
+        chunks: Chunks::new(events),
+        failure: None,
+    };
+    let mut state = TaskState::InputRequired;
+    loop {
+        match sub.next().await {
+            Ok(Some(StreamResponse { payload: Some(Payload::ArtifactUpdate(update)) })) => {
+                let now = Instant::now();
+                let lag = sent_at(update.metadata.as_ref()).map(|sent| {
+                    let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+                    (wall.as_nanos() as u64).saturating_sub(sent)
+                });
+                for text in update.artifact.iter().flat_map(|a| texts(&a.parts)) {
+                    if let Some(k) = out.chunks.push(text) {
+                        out.at[k as usize] = Some(now);
+                        out.lag[k as usize] = lag;
+                    }
+                }
+            }
+            Ok(Some(StreamResponse { payload: Some(Payload::StatusUpdate(update)) })) => {
+                state = task_state_of(update.status.as_ref().map(|s| s.state));
+            }
+            Ok(Some(_)) => out.chunks.foreign += 1,
+            Ok(None) => break,
+            Err(error) => {
+                out.failure = Some(error.to_string());
+                break;
+            }
+        }
+    }
+    if out.failure.is_none() && state != TaskState::Completed {
+        out.failure = Some(format!("the stream ended in state {state:?}, not COMPLETED"));
+    }
+    if out.failure.is_none() && out.chunks.foreign > 0 {
+        out.failure = Some(format!("{} items that are not `chunk K` artifact parts", out.chunks.foreign));
+    }
+    drop(conn);
+    out
+}
+
+/// The [`SENT_AT_KEY`] stamp of an event's metadata.
+fn sent_at(metadata: Option<&pbjson_types::Struct>) -> Option<u64> {
+    match metadata?.fields.get(SENT_AT_KEY)?.kind.as_ref()? {
+        Kind::StringValue(nanos) => nanos.parse().ok(),
+        _ => None,
     }
 }

@@ -19,6 +19,8 @@
 //! `resume` (not in the default set) runs an agent of its own on an in-process server.
 //! `list-stall` and `auth` (not in the default set either) each start fresh servers of their
 //! own: one retaining 100,000 finished tasks, and servers without and with `--auth`.
+//! `--relay` runs `relay-unary` and `relay-stream` instead ([`relay`]): our server as the relay
+//! agent in front of the baseline, against the baseline called directly.
 //!
 //! Server CPU time (all threads' `/proc/PID/task/*/schedstat`, over the measured window) is
 //! reported per call in the unary rows and per delivered event in the fan-out rows, for our
@@ -29,7 +31,7 @@
 //! own CPU per call is reported too.
 //!
 //! Layout: [`cli`] (flags and defaults), [`driver`] (the bindings), [`scenarios`], [`fanout`],
-//! [`memory`], [`running`], [`resume`], [`list_stall`] and [`auth`] (what is measured),
+//! [`memory`], [`running`], [`resume`], [`list_stall`], [`auth`] and [`relay`] (what is measured),
 //! [`fresh`] (scenarios on servers of their own), [`baseline`] (the comparison server),
 //! [`process`] (child servers, RSS, CPU), [`latency`] (the unary latency histogram),
 //! [`report`] (table, JSON).
@@ -46,6 +48,7 @@ mod list_stall;
 mod memory;
 mod process;
 mod push;
+mod relay;
 mod report;
 mod resume;
 mod running;
@@ -189,6 +192,15 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     if let Some(scenario) = plan.scenarios.iter().find(|s| s.is_fleet()) {
         return Err(format!("the scenario {scenario:?} needs --fleet N").into());
     }
+    if plan.relay.is_some() {
+        let mut run = RunState { repeat: args.repeat, notes: Vec::new(), ok: true, heap_used: false };
+        let rows = relay::run(&args, &plan, &mut run).await?;
+        output(&args, &binding, rows, run.notes, relay::COLUMNS)?;
+        return Ok(run.ok);
+    }
+    if let Some(scenario) = plan.scenarios.iter().find(|s| s.is_relay()) {
+        return Err(format!("the scenario {scenario:?} needs --relay").into());
+    }
 
     let ours = match &args.spawn_server {
         Some(path) => {
@@ -312,6 +324,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                     rows.extend(report::rows("auth", &binding, &params, measured.as_ref(), None));
                 }
             }
+            Scenario::RelayUnary | Scenario::RelayStream => {}
             Scenario::FleetFirstEvent
             | Scenario::FleetEventLatency
             | Scenario::FleetUpdateLatency

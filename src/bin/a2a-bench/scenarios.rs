@@ -8,13 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::proto::stream_response::Payload;
-use a2a_server::proto::{SendMessageRequest, StreamResponse, Task, TaskState};
+use a2a_server::proto::{
+    SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState, send_message_response,
+};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message as _;
 
 use crate::BoxError;
 use crate::driver::{
-    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, user_message,
+    CALL_TIMEOUT, Conn, Sub, Target, UnaryConn, fresh_message, send_request, task_state, texts, user_message,
 };
 use crate::fleet::{Per, Probe};
 use crate::latency::Histogram;
@@ -60,18 +62,20 @@ pub struct UnaryParams {
 /// call, no timer per call, a preallocated histogram: see `unary_load`), since what it takes
 /// of the shared CPUs caps the throughput of both servers.
 pub async fn unary(target: &Target, pid: Option<u32>, p: &UnaryParams) -> Result<Measured, BoxError> {
-    unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None).await
+    unary_spread(std::slice::from_ref(target), pid.as_slice(), p, None, None).await
 }
 
 /// [`unary`] over several servers (a fleet's replicas): `p.connections` to each, and every
 /// worker sends its successive calls round-robin over all the connections (so over the
 /// servers too, as a load balancer would). Server CPU is summed over `pids`; with a `probe`,
-/// Redis commands and CPU per call are added.
+/// Redis commands and CPU per call are added; with `upstream`, the PID of the agent the servers
+/// relay to, its CPU per call over the same window and the servers' and its together.
 pub async fn unary_spread(
     targets: &[Target],
     pids: &[u32],
     p: &UnaryParams,
     probe: Option<Probe<'_>>,
+    upstream: Option<u32>,
 ) -> Result<Measured, BoxError> {
     let mut conns = Vec::new();
     for _ in 0..p.connections {
@@ -95,8 +99,10 @@ pub async fn unary_spread(
         None => None,
     };
     let (cpu, client_cpu) = (CpuMeter::start_all(pids), CpuMeter::start(Some(std::process::id())));
+    let upstream_cpu = upstream.map(|pid| CpuMeter::start(Some(pid)));
     let load = unary_load(&conns, p.concurrency, &request, p.stop).await;
     let (cpu, client_cpu) = (cpu.elapsed(), client_cpu.elapsed());
+    let upstream_cpu = upstream_cpu.and_then(|meter| meter.elapsed());
     let calls = load.latencies.len() as f64;
     if calls == 0.0 {
         return Err(format!(
@@ -118,6 +124,16 @@ pub async fn unary_spread(
     ];
     if let Some(cpu) = cpu {
         metrics.push(Metric::new("server CPU per call", "µs", cpu as f64 / 1000.0 / calls, Better::Lower));
+    }
+    if let (Some(cpu), Some(upstream)) = (cpu, upstream_cpu) {
+        metrics.push(Metric::new(
+            "upstream CPU per call",
+            "µs",
+            upstream as f64 / 1000.0 / calls,
+            Better::Info,
+        ));
+        let both = (cpu + upstream) as f64 / 1000.0 / calls;
+        metrics.push(Metric::new("total CPU per call", "µs", both, Better::Lower));
     }
     if let Some(cpu) = client_cpu {
         // The client shares the machine: what it takes, the servers cannot have.
@@ -222,8 +238,8 @@ async fn unary_load(
                     next = if next + 1 == count { 0 } else { next + 1 };
                     let result = conn.send(numbered(&request)).await;
                     let answered = Instant::now();
-                    match result {
-                        Ok(_) => {
+                    match result.and_then(refused) {
+                        Ok(()) => {
                             mine.latencies.record(answered.duration_since(sent).as_nanos() as u64);
                             let since_start = answered.duration_since(start).as_nanos() as u64;
                             mine.last_answer.store(since_start, Ordering::Relaxed);
@@ -286,6 +302,21 @@ async fn unary_load(
     // Up to the last answer, so that an abandoned call does not dilute the rate of the others.
     load.elapsed = Duration::from_nanos(last_answer);
     load
+}
+
+/// An answer that is a task the agent ended in failure (FAILED, REJECTED, CANCELED) as an error:
+/// the call was answered, but the work was not done (a relay whose upstream call failed
+/// answers so). Any other answer counts, so that `unary` works with any agent.
+fn refused(response: SendMessageResponse) -> Result<(), BoxError> {
+    let Some(send_message_response::Payload::Task(task)) = response.payload else { return Ok(()) };
+    match task_state(&task) {
+        state @ (TaskState::Failed | TaskState::Rejected | TaskState::Canceled) => {
+            let why =
+                task.status.and_then(|s| s.message).map(|m| texts(&m.parts).collect::<Vec<_>>().join(" "));
+            Err(format!("answered a {state:?} task: {}", why.unwrap_or_default()).into())
+        }
+        _ => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,16 +3,13 @@
 //! reached over different connections).
 use std::time::{Duration, Instant};
 
-use a2a_server::proto::StreamResponse;
-use a2a_server::proto::TaskState;
-use a2a_server::proto::stream_response::Payload;
 use futures::future::join_all;
 
 use super::{Cluster, Per};
 use crate::BoxError;
 use crate::cli::LatencyParams;
-use crate::driver::{CALL_TIMEOUT, Conn, Sub, fresh_message, send_request, task_state_of, texts};
-use crate::fanout::{Chunks, FanoutParams, fanout_with};
+use crate::driver::{CALL_TIMEOUT, Conn, Sub, fresh_message, send_request};
+use crate::fanout::{FanoutParams, Receipts, fanout_with, receipts};
 use crate::process::CpuMeter;
 use crate::report::{Better, Measured, Metric, percentile};
 use crate::scenarios::{
@@ -276,54 +273,6 @@ pub async fn event_latency(cluster: &Cluster<'_>, l: &LatencyParams) -> Result<M
     Ok(Measured { metrics, notes })
 }
 
-/// When each chunk reached one subscriber.
-struct Receipts {
-    at: Vec<Option<Instant>>,
-    chunks: Chunks,
-    failure: Option<String>,
-}
-
-impl Receipts {
-    fn failed(why: String) -> Self {
-        Self { at: Vec::new(), chunks: Chunks::new(0), failure: Some(why) }
-    }
-}
-
-/// Reads a subscription to its end, noting when each new `chunk K` arrived.
-async fn receipts(conn: Conn, mut sub: Sub, events: u64) -> Receipts {
-    let mut out = Receipts { at: vec![None; events as usize], chunks: Chunks::new(events), failure: None };
-    let mut state = TaskState::InputRequired;
-    loop {
-        match sub.next().await {
-            Ok(Some(StreamResponse { payload: Some(Payload::ArtifactUpdate(update)) })) => {
-                let now = Instant::now();
-                for text in update.artifact.iter().flat_map(|a| texts(&a.parts)) {
-                    if let Some(k) = out.chunks.push(text) {
-                        out.at[k as usize] = Some(now);
-                    }
-                }
-            }
-            Ok(Some(StreamResponse { payload: Some(Payload::StatusUpdate(update)) })) => {
-                state = task_state_of(update.status.as_ref().map(|s| s.state));
-            }
-            Ok(Some(_)) => out.chunks.foreign += 1,
-            Ok(None) => break,
-            Err(error) => {
-                out.failure = Some(error.to_string());
-                break;
-            }
-        }
-    }
-    if out.failure.is_none() && state != TaskState::Completed {
-        out.failure = Some(format!("the stream ended in state {state:?}, not COMPLETED"));
-    }
-    if out.failure.is_none() && out.chunks.foreign > 0 {
-        out.failure = Some(format!("{} items that are not `chunk K` artifact parts", out.chunks.foreign));
-    }
-    drop(conn);
-    out
-}
-
 /// fleet-fanout: the fan-out scenario with subscriber i on replica i mod N (each replica's
 /// share spread over connections as usual) and the task created and driven on A.
 pub async fn fanout(cluster: &Cluster<'_>, f: &FanoutParams) -> Result<Measured, BoxError> {
@@ -344,5 +293,5 @@ pub async fn fanout(cluster: &Cluster<'_>, f: &FanoutParams) -> Result<Measured,
 /// fleet-unary: the unary scenario, calls round-robin over the cluster's replicas.
 pub async fn unary(cluster: &Cluster<'_>, u: &UnaryParams) -> Result<Measured, BoxError> {
     let targets: Vec<_> = (0..cluster.len()).map(|i| cluster.replica(i).target.clone()).collect();
-    unary_spread(&targets, &cluster.pids(), u, cluster.probe).await
+    unary_spread(&targets, &cluster.pids(), u, cluster.probe, None).await
 }
