@@ -28,16 +28,6 @@ use crate::report::{self, Better, Measured, Metric, Row, percentile};
 use crate::scenarios::{Stop, unary_spread};
 use crate::{BoxError, RunState, Server, both, start_baseline};
 
-/// The card flags the relay is started with.
-const CARD: [&str; 6] = [
-    "--card-name=a2a-bench relay",
-    "--card-description=The relay agent in front of the a2a-bench baseline",
-    "--card-version=1",
-    "--card-input-mode=text/plain",
-    "--card-output-mode=text/plain",
-    r#"--card-skill={"id":"relay","name":"relay","description":"relays to the baseline","tags":["relay"]}"#,
-];
-
 /// The labels of the table's value columns in relay mode.
 pub const COLUMNS: [&str; 3] = ["relay", "direct", "relay/dir"];
 
@@ -55,9 +45,6 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     server_args.extend(crate::process::LIFTED_LIMITS.map(String::from));
     server_args.extend(["--agent", "a2a", "--upstream-binding", "grpc", "--upstream"].map(String::from));
     server_args.push(upstream.target.url.clone());
-    // The baseline serves no card, and a relay without the upstream's card has none it accepts
-    // (its name, description, modes and skills are required): these stand in.
-    server_args.extend(CARD.map(String::from));
     server_args.extend(args.server_args.iter().cloned());
     let relay = Server::spawn(program.clone(), server_args, args.binding, "the relay").await?;
     if args.binding != Binding::Grpc {
