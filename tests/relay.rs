@@ -118,6 +118,17 @@ async fn streams_equal_the_upstreams(version: Version) {
     for (binding, ours) in every_binding(&server, text).await {
         assert_eq!(ours, theirs, "{version:?} over {binding}: this server's events against the upstream's");
     }
+    // A v0.3 client of this server gets the relayed task in its own form.
+    let v03 = json!({"kind": "message", "messageId": "m-v03", "role": "user", "parts": [{"kind": "text", "text": "stream 2 0"}]});
+    let answer = json_answer(reqwest::Client::new().post(server.url()).json(&rpc(
+        1,
+        "message/send",
+        json!({"message": v03}),
+    )))
+    .await;
+    assert_eq!(answer["result"]["kind"], "task", "{answer}");
+    assert_eq!(answer["result"]["status"]["state"], "completed", "{answer}");
+    assert_eq!(answer["result"]["artifacts"][0]["parts"][1]["text"], "chunk 1", "{answer}");
     // The upstream task is kept with ours, and is done there too.
     let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
     let task = send_task(&mut client, send("stream 2 0")).await;
