@@ -375,6 +375,25 @@ async fn this_servers_demo_agent_is_relayed_over_grpc() {
         // task, then relays the demo's task (its SUBMITTED adds no event) and the rest.
         assert_eq!(ours, theirs, "over {binding}");
     }
+    // A follow-up is over only once the upstream took it: the demo's turn stream opens with the
+    // task still INPUT_REQUIRED, then the echo, then COMPLETED.
+    let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+    let asked = send_task(&mut client, send("input")).await;
+    assert_eq!(state(&asked), TaskState::InputRequired);
+    let answered = send_task(&mut client, follow_up(&asked, "Paris")).await;
+    assert_eq!(state(&answered), TaskState::Completed, "{answered:?}");
+    assert_eq!(artifact_texts(&answered), ["Paris"]);
+    // AUTH_REQUIRED is followed further: the demo goes on by itself once authorized (a client's
+    // stream ends at the interruption; the task here still completes).
+    let waiting = send_task(&mut client, send("auth")).await;
+    assert_eq!(state(&waiting), TaskState::AuthRequired);
+    let get = GetTaskRequest { id: waiting.id.clone(), ..Default::default() };
+    eventually("the relayed task completes after AUTH_REQUIRED", Duration::from_secs(20), || {
+        let (mut client, get) = (client.clone(), get.clone());
+        async move { state(&client.get_task(get).await.unwrap().into_inner()) == TaskState::Completed }
+    })
+    .await;
+
     let card: serde_json::Value = reqwest::get(format!("{}/.well-known/agent-card.json", server.url()))
         .await
         .unwrap()
@@ -513,4 +532,18 @@ async fn an_upstream_that_never_answers_fails_the_task_instead_of_hanging_it() {
         assert!(said.contains("no answer within --upstream-timeout-ms"), "{binding}: {said}");
         assert!(started.elapsed() < Duration::from_secs(10), "{binding}: {:?}", started.elapsed());
     }
+}
+
+#[tokio::test]
+async fn a_failure_never_shows_the_upstream_urls_query() {
+    // A closed port: every call is refused. The URL's query stands for a credential.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let endpoint = format!("http://{closed}/a2a?code=SECRET-KEY");
+    let server = relay(&["--upstream-binding", "jsonrpc", "--upstream", &endpoint]);
+    let mut client = A2aServiceClient::connect(server.url()).await.unwrap();
+    let task = send_task(&mut client, send("hello")).await;
+    assert_eq!(state(&task), TaskState::Failed, "{task:?}");
+    let said = texts(&task.status.as_ref().unwrap().message.as_ref().unwrap().parts).concat();
+    assert!(said.starts_with(&format!("upstream agent http://{closed}/a2a:")), "{said}");
+    assert!(!said.contains("SECRET"), "{said}");
 }

@@ -71,9 +71,17 @@ pub fn read(card: &Value, forced: Option<UpstreamBinding>) -> Result<UpstreamCar
                 forced.map(|b| format!(" with --upstream-binding {b:?}")).unwrap_or_default()
             )
         })?;
+    let (card, streaming) = describe(card)?;
+    Ok(UpstreamCard { endpoint, streaming, card })
+}
+
+/// A card's descriptive part (as a v1.0 card without interfaces or security) and whether it
+/// declares streaming.
+pub fn describe(card: &Value) -> Result<(AgentCard, bool), String> {
+    let object = card.as_object().ok_or("the agent card is not a JSON object")?;
     let streaming =
         object.get("capabilities").and_then(|c| c.get("streaming")).and_then(Value::as_bool).unwrap_or(false);
-    Ok(UpstreamCard { endpoint, streaming, card: descriptive(object)? })
+    Ok((descriptive(object)?, streaming))
 }
 
 /// Every interface the card lists that this server can call: v1.0 `supportedInterfaces`, and

@@ -55,12 +55,10 @@ impl Grpc {
         Ok(Self { client, metadata, call_timeout: settings.call_timeout })
     }
 
-    fn request<T>(&self, message: T, bounded: bool) -> tonic::Request<T> {
+    /// A request with the upstream's metadata.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         *request.metadata_mut() = self.metadata.clone();
-        if bounded {
-            request.set_timeout(self.call_timeout);
-        }
         request
     }
 
@@ -71,11 +69,11 @@ impl Grpc {
     ) -> Result<Events, UpstreamError> {
         let mut client = self.client.clone();
         if streaming {
-            let call = client.send_streaming_message(self.request(request, false));
+            let call = client.send_streaming_message(self.request(request));
             let events = self.started(call).await?;
             return Ok(Box::pin(events.into_inner().map(|event| event.map_err(status))));
         }
-        let response = client.send_message(self.request(request, false)).await.map_err(status)?.into_inner();
+        let response = self.started(client.send_message(self.request(request))).await?.into_inner();
         let payload = response.payload.map(|payload| match payload {
             send_message_response::Payload::Task(task) => stream_response::Payload::Task(task),
             send_message_response::Payload::Message(message) => stream_response::Payload::Message(message),
@@ -87,12 +85,12 @@ impl Grpc {
     pub(super) async fn subscribe(&self, task_id: &str) -> Result<Events, UpstreamError> {
         let request = SubscribeToTaskRequest { id: task_id.to_owned(), ..Default::default() };
         let mut client = self.client.clone();
-        let events = self.started(client.subscribe_to_task(self.request(request, false))).await?;
+        let events = self.started(client.subscribe_to_task(self.request(request))).await?;
         Ok(Box::pin(events.into_inner().map(|event| event.map_err(status))))
     }
 
-    /// A stream's start (its response headers), within the call timeout: the stream itself may
-    /// be quiet for as long as the task runs.
+    /// A unary call's answer, or a stream's start (its response headers), within the call
+    /// timeout (the stream itself may be quiet for as long as the task runs).
     async fn started<T>(
         &self,
         call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -105,12 +103,14 @@ impl Grpc {
 
     pub(super) async fn get_task(&self, task_id: &str) -> Result<Task, UpstreamError> {
         let request = GetTaskRequest { id: task_id.to_owned(), ..Default::default() };
-        Ok(self.client.clone().get_task(self.request(request, true)).await.map_err(status)?.into_inner())
+        let mut client = self.client.clone();
+        Ok(self.started(client.get_task(self.request(request))).await?.into_inner())
     }
 
     pub(super) async fn cancel(&self, task_id: &str) -> Result<Task, UpstreamError> {
         let request = CancelTaskRequest { id: task_id.to_owned(), ..Default::default() };
-        Ok(self.client.clone().cancel_task(self.request(request, true)).await.map_err(status)?.into_inner())
+        let mut client = self.client.clone();
+        Ok(self.started(client.cancel_task(self.request(request))).await?.into_inner())
     }
 }
 

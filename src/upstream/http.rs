@@ -44,7 +44,10 @@ pub(super) fn client(settings: &UpstreamSettings) -> Result<reqwest::Client, Str
         .connect_timeout(settings.call_timeout)
         // A stream may be quiet for a long time; a dead peer is found by keepalive instead.
         .tcp_keepalive(Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::limited(3));
+        .tcp_keepalive_interval(Duration::from_secs(10))
+        .tcp_keepalive_retries(3u32)
+        // The headers carry the upstream's credentials: they go to the upstream's URL only.
+        .redirect(reqwest::redirect::Policy::none());
     if let Some(pem) = &settings.tls_ca_pem {
         let certificates =
             reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("--upstream-ca: {e}"))?;
@@ -59,19 +62,15 @@ pub(super) fn client(settings: &UpstreamSettings) -> Result<reqwest::Client, Str
     builder.build().map_err(|e| format!("the upstream HTTP client: {e}"))
 }
 
-/// Sends `request` and reads its whole JSON answer, unwrapped. `timeout` bounds the whole call
-/// (none: a blocking send lasts as long as the task runs).
+/// Sends `request` and reads its whole JSON answer, unwrapped, within the call timeout (every
+/// unary call: a send asks to be answered at once, or streams).
 pub(super) async fn json(
-    mut request: reqwest::RequestBuilder,
-    timeout: Option<Duration>,
-    max_bytes: usize,
+    request: reqwest::RequestBuilder,
+    settings: &UpstreamSettings,
     unwrap: Unwrap,
 ) -> Result<Value, UpstreamError> {
-    if let Some(timeout) = timeout {
-        request = request.timeout(timeout);
-    }
-    let response = request.send().await.map_err(unreachable)?;
-    read_json(response, max_bytes, unwrap).await
+    let response = request.timeout(settings.call_timeout).send().await.map_err(unreachable)?;
+    read_json(response, settings.max_event_bytes, unwrap).await
 }
 
 async fn read_json(
@@ -80,6 +79,10 @@ async fn read_json(
     unwrap: Unwrap,
 ) -> Result<Value, UpstreamError> {
     let status = response.status();
+    if matches!(status.as_u16(), 429 | 502 | 503 | 504) {
+        // A proxy or an overloaded upstream: not an answer about the task, try again.
+        return Err(UpstreamError::Unreachable(format!("HTTP {status}")));
+    }
     let mut body = response.bytes_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = body.next().await {
@@ -153,6 +156,8 @@ pub(super) async fn events(
 
 /// A transport failure, with the causes its own message leaves out (refused, reset, timed out).
 pub(super) fn unreachable(error: reqwest::Error) -> UpstreamError {
+    // Without the URL: its query may hold a credential, and the reason reaches clients.
+    let error = error.without_url();
     let mut why = error.to_string();
     let mut source = std::error::Error::source(&error);
     while let Some(inner) = source {

@@ -27,15 +27,13 @@ pub(super) struct JsonRpc {
 struct Method {
     v10: &'static str,
     v03: &'static str,
-    /// A blocking send lasts as long as the task runs: no time limit but the connection's.
-    unbounded: bool,
 }
 
-const SEND: Method = Method { v10: "SendMessage", v03: "message/send", unbounded: true };
-const STREAM: Method = Method { v10: "SendStreamingMessage", v03: "message/stream", unbounded: false };
-const GET: Method = Method { v10: "GetTask", v03: "tasks/get", unbounded: false };
-const CANCEL: Method = Method { v10: "CancelTask", v03: "tasks/cancel", unbounded: false };
-const SUBSCRIBE: Method = Method { v10: "SubscribeToTask", v03: "tasks/resubscribe", unbounded: false };
+const SEND: Method = Method { v10: "SendMessage", v03: "message/send" };
+const STREAM: Method = Method { v10: "SendStreamingMessage", v03: "message/stream" };
+const GET: Method = Method { v10: "GetTask", v03: "tasks/get" };
+const CANCEL: Method = Method { v10: "CancelTask", v03: "tasks/cancel" };
+const SUBSCRIBE: Method = Method { v10: "SubscribeToTask", v03: "tasks/resubscribe" };
 
 impl JsonRpc {
     pub(super) fn new(mut peer: Peer, endpoint: &Endpoint) -> Self {
@@ -78,9 +76,8 @@ impl JsonRpc {
 
     /// One call answered with one JSON-RPC response.
     async fn call(&self, method: &Method, params: Value) -> Result<Value, UpstreamError> {
-        let timeout = (!method.unbounded).then_some(self.peer.settings.call_timeout);
         let request = self.request(method, params, "application/json");
-        http::json(request, timeout, self.peer.settings.max_event_bytes, result_of).await
+        http::json(request, &self.peer.settings, result_of).await
     }
 
     /// A call answered with a stream of events.

@@ -132,16 +132,12 @@ impl Upstream {
                     .map_err(|e| format!("--upstream {}: {e}", settings.url))?;
                 let once = UpstreamSettings { retry_window: Duration::ZERO, ..settings.clone() };
                 let card = fetch_card(&http, &headers, well_known.as_str(), &once).await.ok();
-                let mut read =
-                    card.and_then(|card| card::read(&card, Some(binding)).ok()).unwrap_or_else(|| {
-                        UpstreamCard {
-                            endpoint: Endpoint { url: String::new(), binding, version: settings.version },
-                            streaming: true,
-                            card: Default::default(),
-                        }
-                    });
-                read.endpoint = Endpoint { url: settings.url.clone(), binding, version: settings.version };
-                read
+                // The card's description, skills and streaming, whatever interfaces it lists;
+                // without one, the upstream is taken to stream.
+                let (card, streaming) =
+                    card.and_then(|card| card::describe(&card).ok()).unwrap_or((Default::default(), true));
+                let endpoint = Endpoint { url: settings.url.clone(), binding, version: settings.version };
+                UpstreamCard { endpoint, streaming, card }
             }
         };
         let settings = std::sync::Arc::new(settings);

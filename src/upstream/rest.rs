@@ -46,7 +46,7 @@ impl Rest {
         }
         let url = format!("{}/message:send", self.base);
         let request = self.request(reqwest::Method::POST, url, "application/json").json(&body);
-        let event = event(http::json(request, None, self.peer.settings.max_event_bytes, body_of).await?);
+        let event = event(http::json(request, &self.peer.settings, body_of).await?);
         Ok(Box::pin(futures::stream::once(async move { event })))
     }
 
@@ -58,29 +58,13 @@ impl Rest {
 
     pub(super) async fn get_task(&self, task_id: &str) -> Result<Task, UpstreamError> {
         let request = self.request(reqwest::Method::GET, self.task_url(task_id, ""), "application/json");
-        task(
-            http::json(
-                request,
-                Some(self.peer.settings.call_timeout),
-                self.peer.settings.max_event_bytes,
-                body_of,
-            )
-            .await?,
-        )
+        task(http::json(request, &self.peer.settings, body_of).await?)
     }
 
     pub(super) async fn cancel(&self, task_id: &str) -> Result<Task, UpstreamError> {
         let url = self.task_url(task_id, ":cancel");
         let request = self.request(reqwest::Method::POST, url, "application/json").json(&json!({}));
-        task(
-            http::json(
-                request,
-                Some(self.peer.settings.call_timeout),
-                self.peer.settings.max_event_bytes,
-                body_of,
-            )
-            .await?,
-        )
+        task(http::json(request, &self.peer.settings, body_of).await?)
     }
 }
 

@@ -3,11 +3,12 @@
 //! lost.
 use crate::proto::{Artifact, Task, TaskState, TaskStatus};
 
-/// The relayed view: the status (state and message id) and each artifact's part count.
+/// The relayed view: the status (state, message id, timestamp) and each artifact's part count.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Mirror {
     state: i32,
     status_message: Option<String>,
+    status_stamp: Option<pbjson_types::Timestamp>,
     artifacts: Vec<(String, usize)>,
 }
 
@@ -45,7 +46,9 @@ impl Mirror {
         TaskState::try_from(self.state).unwrap_or(TaskState::Unspecified)
     }
 
-    /// Whether the task is terminal or waiting for the client: a relay's execution is over.
+    /// Whether the task is terminal or waits for the client's next message: a relay's execution
+    /// is over. AUTH_REQUIRED is not: the upstream goes on by itself once authorized out of band,
+    /// so it is followed further.
     pub fn settled(&self) -> bool {
         matches!(
             self.state(),
@@ -54,7 +57,6 @@ impl Mirror {
                 | TaskState::Canceled
                 | TaskState::Rejected
                 | TaskState::InputRequired
-                | TaskState::AuthRequired
         )
     }
 
@@ -62,6 +64,14 @@ impl Mirror {
     pub fn status(&mut self, status: &TaskStatus) {
         self.state = status.state;
         self.status_message = status.message.as_ref().map(|m| m.message_id.clone());
+        self.status_stamp = status.timestamp;
+    }
+
+    /// Whether the status shown differs from `before`'s (state, message or time): the upstream
+    /// has acted since.
+    pub fn status_moved_from(&self, before: &Mirror) -> bool {
+        (self.state, &self.status_message, &self.status_stamp)
+            != (before.state, &before.status_message, &before.status_stamp)
     }
 
     /// Notes an artifact chunk as shown.
@@ -157,5 +167,9 @@ mod tests {
         };
         assert!(shown.catch_up(&snapshot).is_empty());
         assert!(shown.settled());
+        let mut auth = shown.clone();
+        auth.status(&status(TaskState::AuthRequired));
+        assert!(!auth.settled(), "AUTH_REQUIRED is followed further");
+        assert!(auth.status_moved_from(&shown));
     }
 }

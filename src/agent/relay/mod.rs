@@ -12,14 +12,16 @@
 //! - **An upstream that fails, or stays unreachable for `--upstream-retry-secs`, fails the
 //!   task** with a status message naming it; a task never hangs on it.
 mod mirror;
+mod remote;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use pbjson_types::value::Kind;
 
 pub use mirror::{Catch, Mirror};
+pub use remote::UPSTREAM_KEY;
+use remote::{Live, LiveEntry, Remote};
 
 use super::{AgentEvent, AgentExecutor, EventSink, RequestContext, SinkClosed};
 use crate::error::A2aError;
@@ -29,14 +31,14 @@ use crate::proto::{
 };
 use crate::upstream::{Events, Upstream, UpstreamCard, UpstreamError, UpstreamSettings, UpstreamVersion};
 
-/// The task metadata key holding `{"taskId": …, "contextId": …}` of the upstream task.
-pub const UPSTREAM_KEY: &str = "a2aServerUpstream";
-
 /// The relay agent.
 pub struct RelayAgent {
     upstream: Upstream,
     /// How failures name the upstream: its URL without credentials, query or fragment.
     name: String,
+    /// The upstream tasks of this replica's running executions, for a cancel that comes before
+    /// the task's metadata names one.
+    live: Live,
 }
 
 impl RelayAgent {
@@ -55,7 +57,7 @@ impl RelayAgent {
             .unwrap_or_else(|_| endpoint.url.clone());
         tracing::info!(upstream = %name, binding = ?endpoint.binding, version = ?endpoint.version, streaming, "relaying to an upstream agent");
         let card = completed(card, &name);
-        Ok((Self { upstream, name }, card))
+        Ok((Self { upstream, name, live: Live::default() }, card))
     }
 }
 
@@ -88,68 +90,56 @@ fn completed(mut card: AgentCard, name: &str) -> AgentCard {
 #[async_trait]
 impl AgentExecutor for RelayAgent {
     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+        let mirror = Mirror::of(&ctx.task);
+        let remote = Remote::of(&ctx.task);
         let mut relay = Relay {
             upstream: &self.upstream,
             name: &self.name,
             events: &events,
-            mirror: Mirror::of(&ctx.task),
-            remote: upstream_ref(&ctx.task),
-            stored: upstream_ref(&ctx.task).is_some(),
+            live: self.live.hold(&ctx.task_id),
+            start: mirror.clone(),
+            mirror,
+            stored: remote.is_some(),
+            remote,
+            // A follow-up starts on a task that is waiting: it is not over until the upstream
+            // shows that it took the message (a status of this turn).
+            acknowledged: ctx.new_task,
             new_task: ctx.new_task,
             sent_message_id: ctx.message.message_id.clone(),
+            heard: 0,
         };
         match relay.run(&ctx).await {
             Ok(()) | Err(Stop::Closed) => Ok(()),
             Err(Stop::Failed(why)) => {
                 tracing::warn!(task_id = %ctx.task_id, upstream = %self.name, %why, "relayed task failed");
+                // The upstream task, if any, would go on for nobody.
+                if let Some(remote) = relay.remote.clone() {
+                    self.cancel_upstream(&ctx.task_id, remote);
+                }
                 relay.fail(&why).await.or(Ok(()))
             }
         }
     }
 
     async fn cancel_task(&self, task: &Task) {
-        let Some(remote) = upstream_ref(task) else { return };
-        // Off the actor: the task is canceled here at once, the upstream as soon as it answers.
+        if let Some(remote) = Remote::of(task).or_else(|| self.live.get(&task.id)) {
+            self.cancel_upstream(&task.id, remote);
+        }
+    }
+}
+
+impl RelayAgent {
+    /// Cancels the upstream task off the caller (the actor): the task here is canceled at once,
+    /// the upstream's as soon as it answers; a refusal is logged.
+    fn cancel_upstream(&self, task_id: &str, remote: Remote) {
         let upstream = self.upstream.clone();
-        let (name, task_id) = (self.name.clone(), task.id.clone());
+        let (name, task_id) = (self.name.clone(), task_id.to_owned());
         tokio::spawn(async move {
             if let Err(error) = upstream.cancel(&remote.task_id).await {
                 tracing::warn!(%task_id, upstream = %name, %error, "the upstream did not cancel its task");
             }
         });
     }
-}
-
-/// The upstream task a task of ours is.
-#[derive(Debug, Clone, PartialEq)]
-struct Remote {
-    task_id: String,
-    context_id: String,
-}
-
-fn upstream_ref(task: &Task) -> Option<Remote> {
-    let fields = &task.metadata.as_ref()?.fields.get(UPSTREAM_KEY)?.kind;
-    let Some(Kind::StructValue(object)) = fields else { return None };
-    let text = |key: &str| match object.fields.get(key).and_then(|v| v.kind.as_ref()) {
-        Some(Kind::StringValue(text)) => text.clone(),
-        _ => String::new(),
-    };
-    let remote = Remote { task_id: text("taskId"), context_id: text("contextId") };
-    (!remote.task_id.is_empty()).then_some(remote)
-}
-
-fn ref_metadata(remote: &Remote) -> pbjson_types::Struct {
-    let text = |t: &str| pbjson_types::Value { kind: Some(Kind::StringValue(t.to_owned())) };
-    let object = pbjson_types::Struct {
-        fields: [
-            ("taskId".to_owned(), text(&remote.task_id)),
-            ("contextId".to_owned(), text(&remote.context_id)),
-        ]
-        .into_iter()
-        .collect(),
-    };
-    let value = pbjson_types::Value { kind: Some(Kind::StructValue(object)) };
-    pbjson_types::Struct { fields: [(UPSTREAM_KEY.to_owned(), value)].into_iter().collect() }
 }
 
 /// How long a call's stream may take to end by itself once the task settled. Dropped unread,
@@ -202,13 +192,20 @@ struct Relay<'a> {
     upstream: &'a Upstream,
     name: &'a str,
     events: &'a EventSink,
+    live: LiveEntry,
+    /// What the task showed when this execution began.
+    start: Mirror,
     mirror: Mirror,
     remote: Option<Remote>,
     /// Whether the task's metadata holds `remote` already.
     stored: bool,
+    /// Whether the upstream has shown it took this execution's message.
+    acknowledged: bool,
     new_task: bool,
     /// The id of the client's message this execution sent upstream.
     sent_message_id: String,
+    /// Upstream events received, so a resumed call that delivered some counts as an answer.
+    heard: u64,
 }
 
 impl Relay<'_> {
@@ -231,21 +228,36 @@ impl Relay<'_> {
             let Some(remote) = self.remote.clone() else {
                 return Err(Stop::Failed(format!("the call ended before the upstream named a task ({why})")));
             };
+            let heard = self.heard;
             match self.resume(&remote.task_id).await? {
                 Followed::Settled => return Ok(()),
                 Followed::Running => deadline = tokio::time::Instant::now() + window,
-                Followed::Broke(again) => why = again,
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Stop::Failed(format!("unreachable for {} s: {why}", window.as_secs())));
+                Followed::Broke(again) if self.heard > heard => {
+                    // A resumed stream that delivered events broke again later: it was an answer.
+                    deadline = tokio::time::Instant::now() + window;
+                    pause = Duration::from_millis(50);
+                    why = again;
+                }
+                Followed::Broke(again) => {
+                    why = again;
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(Stop::Failed(format!("unreachable for {} s: {why}", window.as_secs())));
+                    }
+                }
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(self.upstream.settings().poll_interval);
         }
     }
 
+    /// Whether this execution is over: the upstream took its message and the task is terminal
+    /// or waits for the client again.
+    fn done(&self) -> bool {
+        self.acknowledged && self.mirror.settled()
+    }
+
     /// The request sent upstream: the client's message, addressed to the upstream task (or, for
-    /// a new task, to this task's context, which the upstream may adopt).
+    /// a new task, to the upstream context of this caller's context, which the upstream may adopt).
     fn outgoing(&self, ctx: &RequestContext) -> SendMessageRequest {
         let mut message = ctx.message.clone();
         match &self.remote {
@@ -253,7 +265,10 @@ impl Relay<'_> {
                 message.task_id = remote.task_id.clone();
                 message.context_id = remote.context_id.clone();
             }
-            None => message.task_id.clear(),
+            None => {
+                message.task_id.clear();
+                message.context_id = remote::upstream_context(&ctx.owner, &ctx.context_id);
+            }
         }
         // They name tasks of this server, which the upstream does not know.
         message.reference_task_ids.clear();
@@ -294,8 +309,9 @@ impl Relay<'_> {
     async fn read(&mut self, task_id: &str) -> Result<Followed, Stop> {
         match self.upstream.get_task(task_id).await {
             Ok(task) => {
+                self.heard += 1;
                 self.snapshot(task).await?;
-                if self.mirror.settled() {
+                if self.done() {
                     return Ok(Followed::Settled);
                 }
                 Ok(Followed::Running)
@@ -314,6 +330,7 @@ impl Relay<'_> {
                 Err(UpstreamError::Unreachable(why)) => return Ok(Followed::Broke(why)),
                 Err(error) => return Err(Stop::Failed(error.to_string())),
             };
+            self.heard += 1;
             match payload {
                 Payload::Message(message) if self.new_task && self.remote.is_none() => {
                     let reply = Message {
@@ -330,6 +347,7 @@ impl Relay<'_> {
                     let state = self.mirror.state();
                     let state = if state == TaskState::Submitted { TaskState::Working } else { state };
                     let status = TaskStatus { state: state as i32, message: Some(message), timestamp: None };
+                    self.acknowledged = true;
                     self.status(status, None).await?;
                 }
                 Payload::Task(task) => {
@@ -338,6 +356,7 @@ impl Relay<'_> {
                 }
                 Payload::StatusUpdate(update) => {
                     self.learn(&update.task_id, &update.context_id);
+                    self.acknowledged = true;
                     if let Some(status) = update.status
                         && let Some(status) = self.without_echo(status)
                     {
@@ -351,7 +370,7 @@ impl Relay<'_> {
                     }
                 }
             }
-            if self.mirror.settled() {
+            if self.done() {
                 let_end(events);
                 return Ok(Followed::Settled);
             }
@@ -375,13 +394,24 @@ impl Relay<'_> {
     /// Notes the upstream task's ids the first time an event names them.
     fn learn(&mut self, task_id: &str, context_id: &str) {
         if self.remote.is_none() && !task_id.is_empty() {
-            self.remote = Some(Remote { task_id: task_id.into(), context_id: context_id.into() });
+            let remote = Remote { task_id: task_id.into(), context_id: context_id.into() };
+            self.live.set(&remote);
+            self.remote = Some(remote);
         }
     }
 
     /// Relays what an upstream snapshot holds that is new.
     async fn snapshot(&mut self, task: Task) -> Result<(), Stop> {
-        for change in self.mirror.catch_up(&task) {
+        let changes = self.mirror.catch_up(&task);
+        if changes.is_empty() && !self.acknowledged {
+            // Nothing new, but the upstream's status may have been set again (same state).
+            let mut probe = self.mirror.clone();
+            if let Some(status) = &task.status {
+                probe.status(status);
+            }
+            self.acknowledged = probe.status_moved_from(&self.start);
+        }
+        for change in changes {
             match change {
                 Catch::Artifact { artifact, append, last_chunk } => {
                     self.artifact(artifact, append, last_chunk, None).await?
@@ -400,12 +430,15 @@ impl Relay<'_> {
         mut status: TaskStatus,
         metadata: Option<pbjson_types::Struct>,
     ) -> Result<(), Stop> {
-        let mut metadata = metadata;
+        if matches!(TaskState::try_from(status.state), Ok(TaskState::Unspecified) | Err(_)) {
+            return Err(Stop::Failed(format!("it sent a status without a valid state ({})", status.state)));
+        }
+        let mut metadata = remote::strip(metadata);
         if !self.stored
             && let Some(remote) = &self.remote
         {
             let mut merged = metadata.unwrap_or_default();
-            merged.fields.extend(ref_metadata(remote).fields);
+            merged.fields.extend(remote.metadata().fields);
             metadata = Some(merged);
             self.stored = true;
         }
@@ -415,6 +448,9 @@ impl Relay<'_> {
             message.context_id.clear();
         }
         self.mirror.status(&status);
+        if self.mirror.status_moved_from(&self.start) {
+            self.acknowledged = true;
+        }
         let update = TaskStatusUpdateEvent { status: Some(status), metadata, ..Default::default() };
         self.events.send(AgentEvent::Status(update)).await?;
         Ok(())
@@ -427,6 +463,10 @@ impl Relay<'_> {
         last_chunk: bool,
         metadata: Option<pbjson_types::Struct>,
     ) -> Result<(), Stop> {
+        if artifact.parts.is_empty() {
+            // Nothing to show; the core refuses a chunk without parts.
+            return Ok(());
+        }
         self.mirror.artifact(&artifact, append);
         let update = TaskArtifactUpdateEvent {
             artifact: Some(artifact),

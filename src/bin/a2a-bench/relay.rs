@@ -13,7 +13,7 @@
 //! - `relay-stream`: one SendStreamingMessage `stamped E MS` at a time: the upstream makes E
 //!   chunks MS ms apart, each stamped with when it was made (wall clock, same machine); per
 //!   chunk, its receipt by the client minus that stamp, read by the fan-out's
-//!   [`receipts`](crate::fanout::receipts). MS = 0 is a burst: its latencies are mostly
+//!   [`receipts`]. MS = 0 is a burst: its latencies are mostly
 //!   queueing, and its events/s the stream's throughput.
 use std::time::Duration;
 
