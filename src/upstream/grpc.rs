@@ -10,6 +10,9 @@ use crate::proto::{
     send_message_response, stream_response,
 };
 
+/// Streams this relay reset that h2 remembers (and so whose late frames it ignores).
+const RESETS_REMEMBERED: usize = 4096;
+
 #[derive(Clone)]
 pub(super) struct Grpc {
     client: A2aServiceClient<Channel>,
@@ -29,7 +32,13 @@ impl Grpc {
             .connect_timeout(settings.call_timeout)
             .tcp_keepalive(Some(std::time::Duration::from_secs(30)))
             .http2_keep_alive_interval(std::time::Duration::from_secs(30))
-            .keep_alive_while_idle(false);
+            .keep_alive_while_idle(false)
+            // A relay resets the upstream's streams it stops reading (a cancel, an aborted
+            // execution). h2 ignores late frames only for the resets it remembers (10 by
+            // default); each late frame on a forgotten one counts toward the 1,024 that close
+            // the connection for good, failing every task then on it. Remember enough of them.
+            .http2_max_concurrent_reset_streams(RESETS_REMEMBERED)
+            .http2_reset_stream_duration(std::time::Duration::from_secs(10));
         if url.starts_with("https://") {
             let mut tls = ClientTlsConfig::new();
             match &settings.tls_ca_pem {
