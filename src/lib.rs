@@ -108,11 +108,11 @@
 //!   scripts in `task/store/redis/scripts.rs` (`WRITE`, fenced), the script-free write of a
 //!   task finished by its first write `task/store/redis/born_finished.rs` (chosen in
 //!   `fleet/mod.rs` `append`), retention's note and background evictor
-//!   `task/store/redis/retention.rs`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
+//!   `task/store/redis/retention/`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
 //!   and prove with `tests/store.rs` and `tests/fleet_faults.rs`.
 //! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a
 //!   piece's hash tag is chosen, `task/store/redis/keys.rs` ("Shards"); ListTasks' merge of the
-//!   pieces `task/store/redis/list.rs`; the fleet-wide evictor `task/store/redis/retention.rs`;
+//!   pieces `task/store/redis/list.rs`; the fleet-wide evictor `task/store/redis/retention/`;
 //!   prove balance with `tests/store/cluster.rs`, measure with `a2a-bench --redis-cluster`.
 //! - **Change how the fleet survives losing Redis itself**: the primary's connection, how it
 //!   follows the Sentinels and when it is dropped, `task/store/redis/link.rs`; replicated

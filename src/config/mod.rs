@@ -55,8 +55,8 @@ pub struct Config {
     #[arg(long, env = "A2A_TASK_RETENTION_SECS", default_value_t = 3600)]
     pub task_retention_secs: u64,
 
-    /// Encoded bytes all finished tasks together may hold; the oldest finished go first, so
-    /// retention bounds memory however large tasks are (memory store; Redis: not yet).
+    /// Encoded bytes all finished tasks together may hold (with their events, in Redis); the
+    /// oldest finished go first, so retention bounds memory however large tasks are.
     #[arg(long, env = "A2A_TASK_RETENTION_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub task_retention_bytes: u64,
 

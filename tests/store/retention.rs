@@ -1,14 +1,17 @@
-//! Retention of tasks noted before the retention member carried the task's size and index
-//! place (`<owner>/<task>`, its size in the sizes hash): a store upgraded over such members
-//! still evicts them, oldest first, with their bytes and their sizes entry.
-use a2a_server::proto::TaskState;
+//! Retention's members: tasks noted before the member carried the task's size and index
+//! place (`<owner>/<task>`, its size in the sizes hash) are still evicted, oldest first, with
+//! their bytes and their sizes entry; a finished task takes the SendMessage record of the
+//! message that made it along when it goes.
+use std::sync::Arc;
+
+use a2a_server::proto::{Message, Role, TaskState};
 use a2a_server::task::store::redis::Timeouts;
-use a2a_server::task::store::{Retention, TaskQuery, TaskStore};
+use a2a_server::task::store::{Retention, SentRecord, SentState, TaskQuery, TaskStore};
 use bytes::Bytes;
 
-use super::redis_server::RedisServer;
+use super::redis_server::{RedisCluster, RedisServer};
 use super::suite::{owner, task};
-use super::{evicted_soon, redis_store, write};
+use super::{BOUNDS, evicted_soon, redis_store, write};
 
 #[tokio::test]
 async fn a_task_noted_in_the_old_form_is_still_evicted_with_its_bytes() {
@@ -73,4 +76,56 @@ async fn a_task_noted_in_the_old_form_is_still_evicted_with_its_bytes() {
     let held: u64 = left.iter().map(|m| m.rsplit('|').next().unwrap().parse::<u64>().unwrap()).sum();
     let total: u64 = redis::cmd("HGET").arg(&sizes).arg("#").query_async(&mut conn).await.unwrap();
     assert_eq!(total, held, "bytes of {left:?}");
+}
+
+#[tokio::test]
+async fn a_tasks_sendmessage_record_goes_with_it_on_a_node() {
+    let Some(server) = RedisServer::start() else { return };
+    sendmessage_records_go_with_their_tasks(&server.url()).await;
+}
+
+#[tokio::test]
+async fn a_tasks_sendmessage_record_goes_with_it_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    sendmessage_records_go_with_their_tasks(&cluster.url()).await;
+}
+
+/// Each call leaves a SendMessage record; kept for the whole retention age they outnumbered
+/// the tasks retention keeps many times over. A finished task is noted with the message that
+/// made it (by either write path), and its record goes when it does: the message is free again (a retry
+/// then runs anew, as after any eviction), while the kept tasks' records still answer.
+async fn sendmessage_records_go_with_their_tasks(url: &str) {
+    let store =
+        redis_store(url, Retention { max_finished: 3, ..Retention::default() }, Timeouts::default()).await;
+    let alice = owner("alice");
+    let claim = |i: usize| SentRecord {
+        fingerprint: [7; 32],
+        state: SentState::Claimed { task_id: format!("t{i}"), claim: format!("c{i}"), alive_ms: 1 },
+    };
+    // A message id with what keys and members must keep apart.
+    let message_id = |i: usize| format!("m{i}|}}:{{/x");
+    for i in 1..=5 {
+        assert_eq!(store.claim_sent(&alice, &message_id(i), &claim(i)).await.unwrap(), None);
+        let mut done = task(&format!("t{i}"), &format!("t{i}"), TaskState::Completed, i as i64);
+        let made_by = Message { message_id: message_id(i), role: Role::User as i32, ..Default::default() };
+        let reply = Message { message_id: format!("r{i}"), role: Role::Agent as i32, ..Default::default() };
+        Arc::make_mut(&mut done).history = vec![made_by, reply];
+        let event = Bytes::from_static(b"e");
+        if i % 2 == 1 {
+            store.write_born_finished(&alice, &done, 2, &[event], BOUNDS, i % 4 == 1).await.unwrap();
+        } else {
+            // The fenced script's way (slot by slot on a cluster), as a task that ran on.
+            store.append(&alice, &done, 2, event, BOUNDS, None).await.unwrap().unwrap();
+        }
+    }
+    for i in 1..=2 {
+        evicted_soon(&store, &alice, &format!("t{i}"), "over 3, the oldest").await;
+        let again = SentRecord { fingerprint: [8; 32], ..claim(9) };
+        assert_eq!(store.claim_sent(&alice, &message_id(i), &again).await.unwrap(), None, "m{i} is free");
+    }
+    for i in 3..=5 {
+        assert!(store.get(&alice, &format!("t{i}")).await.unwrap().is_some(), "t{i} is kept");
+        let held = store.claim_sent(&alice, &message_id(i), &claim(9)).await.unwrap();
+        assert_eq!(held, Some(claim(i)), "t{i}'s record still answers");
+    }
 }

@@ -69,8 +69,10 @@ impl RedisStore {
         }
         own.cmd("HSET").arg(&task_key).arg("task").arg(&bytes[..]).arg("owner").arg(&oid);
         own.arg("seq").arg(seq).arg("bytes").arg(event_bytes).arg("fin").arg(now).ignore();
+        // Unwatched means no webhooks here (push is off), so no push hash either: only the
+        // task key exists to expire.
         let expiring = [&task_key, &self.keys.push(&task.id), &events_key];
-        for key in &expiring[..if unwatched { 2 } else { 3 }] {
+        for key in &expiring[..if unwatched { 1 } else { 3 }] {
             own.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
         }
         let place = position(status_nanos(task));
@@ -133,7 +135,8 @@ impl RedisStore {
         now: u64,
         size: u64,
     ) {
-        let member = retention::member(size, place, context, oid, &task.id);
+        let made_by = retention::made_by(task);
+        let member = retention::member(size, place, context, oid, &task.id, made_by.as_deref());
         let finished = self.keys.finished_shard(&task.id);
         pipe.cmd("ZADD").arg(self.keys.finished(&finished)).arg("NX").arg(now).arg(member).ignore();
         pipe.cmd("HINCRBY").arg(self.keys.finished_sizes(&finished)).arg("#").arg(size);

@@ -196,8 +196,12 @@ impl Keys {
     /// retention age as its expiry: idempotent SendMessage. In the owner's piece the message
     /// id picks; the message id is encoded like every client string in a key.
     pub fn sent(&self, owner_id: &str, message_id: &str) -> String {
-        let message = encode(message_id);
-        let shard = Shard::of(&format!("o:{owner_id}"), self.shards, &message);
+        self.sent_encoded(owner_id, &encode(message_id))
+    }
+
+    /// [`Keys::sent`] of a `messageId` already encoded (as a retention member carries it).
+    pub fn sent_encoded(&self, owner_id: &str, message: &str) -> String {
+        let shard = Shard::of(&format!("o:{owner_id}"), self.shards, message);
         self.shard_key(&shard, &format!("sent:{message}"))
     }
 
@@ -238,7 +242,7 @@ impl Keys {
     }
 
     /// ZSET of finished tasks scored by finish time (ms): retention by count and age
-    /// (`retention.rs` says what a member holds). Shares its piece's slot with
+    /// (`retention/` says what a member holds). Shares its piece's slot with
     /// [`Keys::finished_sizes`].
     pub fn finished(&self, shard: &Shard) -> String {
         format!("{}:{{{}}}", self.prefix, shard.0)

@@ -13,7 +13,7 @@
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
 //! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
-//! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>\|<size>` scored by finish time (ms) (`retention.rs`) | none |
+//! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>\|<size>[\|<messageId>]` scored by finish time (ms) (`retention/`) | none |
 //! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
 //! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!
@@ -24,7 +24,7 @@
 //! retention (a script each, sent together); a single node runs both in one script (`WRITE`). A
 //! task finished by its first write takes native commands instead (`born_finished.rs`): one
 //! `MULTI` on a node, one per slot, all at once, on a cluster. Retention evicts in the
-//! background (`retention.rs`).
+//! background (`retention/`).
 //! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
@@ -115,7 +115,7 @@ pub struct RedisStore {
     redis: Arc<Redis>,
     keys: Keys,
     retention: Retention,
-    /// Retention's limits and this replica's evictor (`retention.rs`).
+    /// Retention's limits and this replica's evictor (`retention/`).
     retainer: Arc<retention::Retainer>,
     /// Parked-task counts as last read, for admission (`parked.rs`).
     parked_usage: parked::UsageCache,
@@ -190,7 +190,9 @@ impl RedisStore {
         let mut parts = vec![Part::Script(&scripts::INDEX, self.index_invocation(oid, task))];
         if newly_finished {
             let place = position(status_nanos(task));
-            let member = retention::member(size, &place, &encode(&task.context_id), oid, &task.id);
+            let made_by = retention::made_by(task);
+            let member =
+                retention::member(size, &place, &encode(&task.context_id), oid, &task.id, made_by.as_deref());
             let shard = self.keys.finished_shard(&task.id);
             let mut note = scripts::NOTE.prepare_invoke();
             note.key(self.keys.finished(&shard))

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::conn::Part;
 use super::fleet::{Fenced, StreamBounds};
 use super::keys::{encode, owner_id, position};
-use super::{RedisStore, decode_task, millis, now_ms, scripts, status_nanos};
+use super::{RedisStore, decode_task, millis, now_ms, retention, scripts, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -64,6 +64,7 @@ impl RedisStore {
         reindex: bool,
     ) -> Result<Result<(), Fenced>, A2aError> {
         let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, None, oid);
+        let made_by = if finished == 1 { retention::made_by(task) } else { None };
         let before = self.redis.before_write().await;
         let single = !self.redis.is_cluster();
         let mut write =
@@ -86,6 +87,7 @@ impl RedisStore {
             write.arg(position(status_nanos(task))).arg(state_of(task.status.as_ref()) as i32);
             write.arg(encode(&task.context_id)).arg(&task.id).arg(format!("{oid}/{}", task.id));
             write.arg(self.outbox_bound());
+            write.arg(made_by.unwrap_or_default());
         }
         for event in events {
             write.arg(event.as_ref());

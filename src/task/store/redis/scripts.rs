@@ -20,9 +20,7 @@ use redis::Script;
 ///   owner's indexes.
 /// - `note(set, sizes, member, now, size)`: notes a finished task for retention (once: a
 ///   retried note adds nothing); returns {finished tasks, their bytes}, which the caller
-///   compares with the limits to wake the evictor (`retention.rs`).
-/// - `size_of(sizes, member)`: the bytes a noted task holds, and whether they are in `sizes`.
-///   A member carries its size (`retention.rs`); one noted before that, its entry in `sizes`.
+///   compares with the limits to wake the evictor (`retention/`).
 const FUNCTIONS: &str = r"
 local function finish(task, events, push, fin, now, ttl)
   if fin then return '0' end
@@ -88,14 +86,6 @@ local function note(set, sizes, member, now, size)
   return {redis.call('ZCARD', set), tonumber(redis.call('HGET', sizes, '#') or '0')}
 end
 
--- A member of the current form ends in |<32 hex digits position>|<context>|<size>.
-local NEW_MEMBER = '|' .. string.rep('%x', 32) .. '|[^|]*|(%d+)$'
-
-local function size_of(sizes, member)
-  local size = tonumber(string.match(member, NEW_MEMBER))
-  if size then return size, false end
-  return tonumber(redis.call('HGET', sizes, member) or '0'), true
-end
 ";
 
 /// A script of [`FUNCTIONS`] and a body that calls them.
@@ -138,46 +128,27 @@ pub static INDEX: LazyLock<Script> = LazyLock::new(|| {
 pub static NOTE: LazyLock<Script> =
     LazyLock::new(|| with_functions("return note(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])"));
 
-/// What one piece of the retention set holds, for the evictor to choose from (`retention.rs`).
-/// KEYS: finished set, finished sizes. ARGV: cutoff ms, n. Returns {finished tasks, their
-/// bytes, how many finished before the cutoff, then member, score, size of the n oldest (none
-/// for n = 0)}.
-pub static PEEK: LazyLock<Script> = LazyLock::new(|| {
-    with_functions(
-        r"
-local reply = {redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[2], '#') or '0')}
-table.insert(reply, redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1]))
-local n = tonumber(ARGV[2])
-local oldest = {}
-if n > 0 then oldest = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
-for i = 1, #oldest, 2 do
-  table.insert(reply, oldest[i])
-  table.insert(reply, oldest[i + 1])
-  local size = size_of(KEYS[2], oldest[i])
-  table.insert(reply, size)
-end
-return reply
-",
-    )
-});
-
 /// Takes members the evictor chose out of one piece of the retention set, with their bytes,
 /// and returns those that were still there (two evictors choosing the same task: one gets
-/// it). KEYS: finished set, finished sizes. ARGV: the members.
+/// it). KEYS: finished set, finished sizes. ARGV: per member, the member, its size (as the
+/// evictor read it) and '1' if that size is in the sizes hash (a member of the old form).
+/// No pattern matching here: the evictor parsed the members already.
 pub static TAKE: LazyLock<Script> = LazyLock::new(|| {
-    with_functions(
+    Script::new(
         r"
-local taken, freed = {}, 0
-local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV))
-for i, member in ipairs(ARGV) do
-  if scores[i] then
-    local size, in_sizes = size_of(KEYS[2], member)
-    freed = freed + size
-    if in_sizes then redis.call('HDEL', KEYS[2], member) end
-    table.insert(taken, member)
+local members = {}
+for i = 1, #ARGV, 3 do members[#members + 1] = ARGV[i] end
+local scores = redis.call('ZMSCORE', KEYS[1], unpack(members))
+local taken, stale, freed = {}, {}, 0
+for j, member in ipairs(members) do
+  if scores[j] then
+    freed = freed + tonumber(ARGV[3 * j - 1])
+    if ARGV[3 * j] == '1' then stale[#stale + 1] = member end
+    taken[#taken + 1] = member
   end
 end
 if #taken > 0 then redis.call('ZREM', KEYS[1], unpack(taken)) end
+if #stale > 0 then redis.call('HDEL', KEYS[2], unpack(stale)) end
 if freed > 0 then redis.call('HINCRBY', KEYS[2], '#', -freed) end
 return taken
 ",
@@ -192,17 +163,18 @@ return taken
 /// KEYS: task, events, push, lease, owner index, owner meta, finished set, finished sizes,
 /// outbox. ARGV: 1-8 as [`APPEND_BATCH`]; 9 reindex ('1'); 10-13 as [`INDEX`]'s ARGV 1, 3, 4,
 /// 5 (the task id is the task's); 14 task id; 15 `<owner id>/<task id>`; 16 the outbox's
-/// length bound ('' = no outbox); then the events. Returns {'ok', newly finished, size,
-/// finished tasks, their bytes} or a refusal.
+/// length bound ('' = no outbox); 17 the encoded `messageId` that made the task, whose
+/// SendMessage record retention drops with it ('' = none); then the events. Returns {'ok',
+/// newly finished, size, finished tasks, their bytes} or a refusal.
 pub static WRITE: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
         r"
-local appended = append(KEYS, ARGV, 17)
+local appended = append(KEYS, ARGV, 18)
 if appended[1] ~= 'ok' then return appended end
 if ARGV[16] ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
   local first = tonumber(ARGV[6])
-  for i = 17, #ARGV do
-    redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[16], '*', 't', ARGV[14], 's', first + i - 17, 'o', ARGV[2], 'e', ARGV[i])
+  for i = 18, #ARGV do
+    redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[16], '*', 't', ARGV[14], 's', first + i - 18, 'o', ARGV[2], 'e', ARGV[i])
   end
 end
 if ARGV[9] == '1' or appended[2] == '1' then
@@ -210,6 +182,7 @@ if ARGV[9] == '1' or appended[2] == '1' then
 end
 if appended[2] == '1' then
   local member = ARGV[15] .. '|' .. ARGV[11] .. '|' .. ARGV[13] .. '|' .. appended[3]
+  if ARGV[17] ~= '' then member = member .. '|' .. ARGV[17] end
   local noted = note(KEYS[7], KEYS[8], member, ARGV[4], appended[3])
   table.insert(appended, noted[1])
   table.insert(appended, noted[2])

@@ -25,6 +25,12 @@
 //! finished in the same millisecond go in the order of their ids, as before. Members noted
 //! before this format (`<owner id>/<task id>`, their size in the sizes hash) are still
 //! evicted correctly: a new member is told by its 32-hex-digit position.
+//!
+//! A task adds `|<encoded messageId>`: the SendMessage record of the message that made it
+//! (`sent.rs`) goes with the task. Records
+//! would otherwise stay for the whole retention age, one per call however few tasks retention
+//! keeps (measured: 52,000 records beside 10,000 tasks after 4 s of load); a retry after its
+//! task left retention runs anew either way (docs/FLEET.md, "Idempotent SendMessage").
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -32,13 +38,19 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use redis::Value;
-
 use super::conn::{Part, Redis};
 use super::keys::{Keys, Shard};
 use super::{millis, now_ms, scripts, unindex_invocation};
 use crate::error::A2aError;
 use crate::task::store::Retention;
+
+mod choice;
+mod member;
+
+pub(super) use choice::RetainFor;
+use choice::{Look, choose, malformed, wanted};
+use member::{Evicted, parse};
+pub(super) use member::{made_by, member};
 
 /// Finished tasks evicted in one round at the most: a round's Redis work stays well under a
 /// millisecond, and more wait for the next round.
@@ -53,57 +65,6 @@ const LOOKS: usize = 6;
 
 /// How often each replica looks for tasks retention lets go by age.
 const AGE_TICK: Duration = Duration::from_secs(5);
-
-/// The retention member of a finished task; see the module doc.
-pub(super) fn member(size: u64, position: &str, encoded_context: &str, oid: &str, task_id: &str) -> String {
-    format!("{oid}/{task_id}|{position}|{encoded_context}|{size}")
-}
-
-/// What an evicted member names: owner, task, and (new members) its index position and context.
-struct Evicted<'a> {
-    oid: &'a str,
-    task_id: &'a str,
-    place: Option<(&'a str, &'a str)>,
-}
-
-fn parse(member: &str) -> Option<Evicted<'_>> {
-    let mut fields = member.rsplitn(4, '|');
-    let (size, context, position, rest) = (fields.next()?, fields.next(), fields.next(), fields.next());
-    let digits = |text: &str, hex: bool| {
-        text.bytes().all(|b| if hex { b.is_ascii_hexdigit() } else { b.is_ascii_digit() })
-    };
-    match (context, position, rest) {
-        (Some(context), Some(position), Some(rest))
-            if !size.is_empty() && digits(size, false) && position.len() == 32 && digits(position, true) =>
-        {
-            let (oid, task_id) = rest.split_once('/')?;
-            Some(Evicted { oid, task_id, place: Some((position, context)) })
-        }
-        _ => {
-            let (oid, task_id) = member.split_once('/')?;
-            Some(Evicted { oid, task_id, place: None })
-        }
-    }
-}
-
-/// Who asks for a round, which decides how many expired tasks it waits for.
-#[derive(Clone, Copy)]
-pub(super) enum RetainFor {
-    /// The evictor: evicting by age waits for 1/64 of the count limit to expire (rounds, not
-    /// one per second per task; the keys expire by themselves meanwhile).
-    Background,
-    /// A read (ListTasks): every expired task goes now.
-    Read,
-}
-
-impl RetainFor {
-    fn age_slack(self, max_count: usize) -> usize {
-        match self {
-            Self::Background => (max_count / 64).max(1),
-            Self::Read => 1,
-        }
-    }
-}
 
 /// This replica's share of retention: the limits, and the evictor's wake-up.
 pub(super) struct Retainer {
@@ -152,21 +113,26 @@ impl Retainer {
 
     /// Runs rounds until one takes less than a full batch (at most [`MAX_ROUNDS`]).
     pub(super) async fn rounds(&self, why: RetainFor) -> Result<(), A2aError> {
+        let mut eager = matches!(why, RetainFor::Over);
         for _ in 0..MAX_ROUNDS {
-            if self.round(why).await? < EVICT_BATCH {
+            if self.round(why, eager).await? < EVICT_BATCH {
                 break;
             }
+            // A full batch went: the next round has some to take too.
+            eager = true;
         }
         Ok(())
     }
 
     /// Runs one round: takes out what retention lets go now (at most [`EVICT_BATCH`]) and
-    /// drops it; how many it took.
-    async fn round(&self, why: RetainFor) -> Result<usize, A2aError> {
+    /// drops it; how many it took. `eager`: some are known to go, so the first look reads the
+    /// oldest members with the counts.
+    async fn round(&self, why: RetainFor, eager: bool) -> Result<usize, A2aError> {
         let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
         // Counts first (a few bytes per piece); the oldest members only if some must go.
         let every: Vec<usize> = (0..self.pieces.len()).collect();
-        let mut looks = self.look(cutoff, &every, 0).await?;
+        let first = if eager { (EVICT_BATCH.div_ceil(every.len()) + 1).min(EVICT_BATCH) } else { 0 };
+        let mut looks = self.look(cutoff, &every, first).await?;
         let Some(candidates) = wanted(&looks, &self.retention, why) else {
             self.recount(&looks, &[]);
             return Ok(0);
@@ -175,23 +141,24 @@ impl Retainer {
         // each (tasks spread evenly), then more of each piece whose every member shown was
         // chosen (its next one may be older than the cut); the others' unread members are
         // newer than the cut, so the choice is exact once no piece is used up.
-        let mut asked = vec![0; looks.len()];
-        let mut need: Vec<usize> = every.into_iter().filter(|&i| looks[i].count > 0).collect();
-        let mut n = (candidates.div_ceil(looks.len()) + 1).min(candidates);
-        for _ in 0..LOOKS {
-            if need.is_empty() {
-                break;
-            }
-            for (i, look) in need.iter().zip(self.look(cutoff, &need, n).await?) {
-                (looks[*i], asked[*i]) = (look, n);
-            }
+        let mut asked = vec![first; looks.len()];
+        let mut n = if first == 0 { (candidates.div_ceil(looks.len()) + 1).min(candidates) } else { first };
+        for look in 0..=LOOKS {
             let chosen = choose(&looks, &self.retention, why);
             let used_up = |i: &usize| {
                 let (look, shown) = (&looks[*i], looks[*i].oldest.len());
                 asked[*i] < candidates && look.count as usize > shown && chosen[*i].len() == shown
             };
-            need = (0..looks.len()).filter(used_up).collect();
-            n = (n * 2).min(candidates);
+            let need: Vec<usize> = (0..looks.len()).filter(used_up).collect();
+            if need.is_empty() || look == LOOKS {
+                break;
+            }
+            if asked[need[0]] > 0 {
+                n = (n * 2).min(candidates);
+            }
+            for (i, look) in need.iter().zip(self.look(cutoff, &need, n).await?) {
+                (looks[*i], asked[*i]) = (look, n);
+            }
         }
         let chosen = choose(&looks, &self.retention, why);
         self.recount(&looks, &chosen);
@@ -199,8 +166,9 @@ impl Retainer {
         for (piece, members) in self.pieces.iter().zip(chosen).filter(|(_, m)| !m.is_empty()) {
             let mut take = scripts::TAKE.prepare_invoke();
             take.key(self.keys.finished(piece)).key(self.keys.finished_sizes(piece));
-            for (member, _) in members {
-                take.arg(member);
+            for (member, size) in members {
+                let in_sizes = parse(&member).is_none_or(|evicted| evicted.size.is_none());
+                take.arg(member).arg(size).arg(if in_sizes { "1" } else { "0" });
             }
             takes.push(Part::Script(&scripts::TAKE, take));
         }
@@ -230,17 +198,53 @@ impl Retainer {
     }
 
     /// What the `pieces` (indexes) of the retention set hold, with their `oldest` members, in
-    /// one round trip.
+    /// one round trip of native commands: no script, since nothing here needs to be one step
+    /// (the take checks every member again). Sizes come from the members; a member of the old
+    /// form has its size in the sizes hash, read in a second round trip (rare: only tasks
+    /// noted before members carried their size).
     async fn look(&self, cutoff: u64, pieces: &[usize], oldest: usize) -> Result<Vec<Look>, A2aError> {
-        let parts = pieces.iter().map(|&i| {
-            let piece = &self.pieces[i];
-            let mut peek = scripts::PEEK.prepare_invoke();
-            peek.key(self.keys.finished(piece)).key(self.keys.finished_sizes(piece));
-            peek.arg(cutoff).arg(oldest);
-            Part::Script(&scripts::PEEK, peek)
-        });
-        let replies = self.redis.together("evict", parts.collect()).await?;
-        replies.into_iter().map(Look::parse).collect()
+        let mut parts = Vec::new();
+        for &i in pieces {
+            let (set, sizes) =
+                (self.keys.finished(&self.pieces[i]), self.keys.finished_sizes(&self.pieces[i]));
+            parts.push(Part::Cmd(redis::cmd("ZCARD").arg(&set).to_owned()));
+            parts.push(Part::Cmd(redis::cmd("HGET").arg(sizes).arg("#").to_owned()));
+            parts.push(Part::Cmd(
+                redis::cmd("ZCOUNT").arg(&set).arg("-inf").arg(format!("({cutoff}")).to_owned(),
+            ));
+            if oldest > 0 {
+                let zrange =
+                    redis::cmd("ZRANGE").arg(&set).arg(0).arg(oldest - 1).arg("WITHSCORES").to_owned();
+                parts.push(Part::Cmd(zrange));
+            }
+        }
+        let mut replies = self.redis.together("evict", parts).await?.into_iter();
+        let mut looks = Vec::with_capacity(pieces.len());
+        for &i in pieces {
+            let (count, bytes, expired) = (replies.next(), replies.next(), replies.next());
+            let members = if oldest > 0 { replies.next() } else { None };
+            let (mut look, old_form) = Look::parse(count, bytes, expired, members)?;
+            if !old_form.is_empty() {
+                let mut hmget = redis::cmd("HMGET");
+                hmget.arg(self.keys.finished_sizes(&self.pieces[i]));
+                for &at in &old_form {
+                    hmget.arg(&look.oldest[at].1);
+                }
+                let reply = self.redis.together("evict", vec![Part::Cmd(hmget)]).await?;
+                let sizes: Vec<Option<i64>> = reply
+                    .into_iter()
+                    .next()
+                    .map(redis::from_redis_value)
+                    .transpose()
+                    .map_err(|e| malformed(&e.to_string()))?
+                    .unwrap_or_default();
+                for (at, size) in old_form.into_iter().zip(sizes) {
+                    look.oldest[at].2 = size.unwrap_or(0);
+                }
+            }
+            looks.push(look);
+        }
+        Ok(looks)
     }
 
     /// Deletes the keys and index entries of the finished tasks `members` name, in one round
@@ -259,6 +263,15 @@ impl Retainer {
             unlink.arg(self.keys.task(id)).arg(self.keys.events(id)).arg(self.keys.push(id));
             if cluster {
                 parts.push(Part::Cmd(std::mem::replace(&mut unlink, redis::cmd("UNLINK"))));
+            }
+            // The record is in the owner's slot, not the task's: a command of its own there.
+            if let Some(sent) = task.sent {
+                let key = self.keys.sent_encoded(task.oid, sent);
+                if cluster {
+                    parts.push(Part::Cmd(redis::cmd("UNLINK").arg(key).to_owned()));
+                } else {
+                    unlink.arg(key);
+                }
             }
         }
         if !cluster {
@@ -309,175 +322,18 @@ impl Retainer {
     }
 }
 
-/// What a round saw in one piece of the retention set ([`scripts::PEEK`]).
-struct Look {
-    count: u64,
-    bytes: i64,
-    /// Members older than the retention age.
-    expired: u64,
-    /// The oldest members: (score, member, size), oldest first.
-    oldest: Vec<(f64, String, i64)>,
-}
-
-impl Look {
-    fn parse(reply: Value) -> Result<Self, A2aError> {
-        let malformed =
-            |what: &str| A2aError::Internal(format!("malformed retention reply from Redis: {what}"));
-        let values: Vec<Value> = redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))?;
-        let int = |value: &Value| {
-            redis::from_redis_value::<i64>(value.clone()).map_err(|e| malformed(&e.to_string()))
-        };
-        let [count, bytes, expired, rest @ ..] = values.as_slice() else {
-            return Err(malformed("too short"));
-        };
-        let mut oldest = Vec::new();
-        for entry in rest.chunks(3) {
-            let [member, score, size] = entry else { return Err(malformed("a partial member")) };
-            let member: String =
-                redis::from_redis_value(member.clone()).map_err(|e| malformed(&e.to_string()))?;
-            let score: f64 = redis::from_redis_value(score.clone()).map_err(|e| malformed(&e.to_string()))?;
-            oldest.push((score, member, int(size)?));
-        }
-        let count = u64::try_from(int(count)?).unwrap_or(0);
-        let expired = u64::try_from(int(expired)?).unwrap_or(0);
-        Ok(Self { count, bytes: int(bytes)?, expired, oldest })
-    }
-}
-
-/// The fleet's totals from every piece, and what retention keeps of them: (count, bytes,
-/// expired that may go now, count to keep, bytes to keep). Over the count or the bytes,
-/// eviction goes to 1/64 below the limit, so it comes in batches, not one task per finished
-/// task; expired tasks go once there are enough of them for `why`.
-fn limits(looks: &[Look], retention: &Retention, why: RetainFor) -> (u64, i64, u64, u64, i64) {
-    let count: u64 = looks.iter().map(|l| l.count).sum();
-    let bytes: i64 = looks.iter().map(|l| l.bytes).sum();
-    let expired: u64 = looks.iter().map(|l| l.expired).sum();
-    let max_count = retention.max_finished as u64;
-    let max_bytes = i64::try_from(retention.max_bytes).unwrap_or(i64::MAX);
-    let (keep_count, keep_bytes) = if count > max_count || bytes > max_bytes {
-        (max_count - max_count / 64, max_bytes - max_bytes / 64)
-    } else {
-        (count, bytes)
-    };
-    let expired = if expired < why.age_slack(retention.max_finished) as u64 { 0 } else { expired };
-    (count, bytes, expired, keep_count, keep_bytes)
-}
-
-/// How many of its oldest members each piece must show for [`choose`] to find the fleet's
-/// oldest that go this round; `None` if none go.
-fn wanted(looks: &[Look], retention: &Retention, why: RetainFor) -> Option<usize> {
-    let (count, bytes, expired, keep_count, keep_bytes) = limits(looks, retention, why);
-    let want = (count.saturating_sub(keep_count).max(expired) as usize).min(EVICT_BATCH);
-    match (want, bytes > keep_bytes) {
-        (_, true) => Some(EVICT_BATCH),
-        (0, false) => None,
-        (want, false) => Some(want),
-    }
-}
-
-/// Which members each piece gives up this round (with their sizes): the fleet's oldest, as
-/// many as the count limit and the expired ones call for, then as the bytes limit does, at
-/// most [`EVICT_BATCH`] (see [`limits`]).
-fn choose(looks: &[Look], retention: &Retention, why: RetainFor) -> Vec<Vec<(String, i64)>> {
-    let (count, mut bytes, expired, keep_count, keep_bytes) = limits(looks, retention, why);
-    let want = (count.saturating_sub(keep_count).max(expired) as usize).min(EVICT_BATCH);
-    let mut candidates: Vec<(usize, &(f64, String, i64))> = looks
-        .iter()
-        .enumerate()
-        .flat_map(|(piece, look)| look.oldest.iter().map(move |c| (piece, c)))
-        .collect();
-    candidates.sort_by(|(_, a), (_, b)| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    let mut chosen = vec![Vec::new(); looks.len()];
-    for (taken, (piece, (_, member, size))) in candidates.into_iter().enumerate() {
-        if taken >= EVICT_BATCH || (taken >= want && bytes <= keep_bytes) {
-            break;
-        }
-        bytes -= size;
-        chosen[piece].push((member.clone(), *size));
-    }
-    chosen
-}
-
 /// The evictor: a round whenever a write finds the fleet over a limit, and once a
 /// [`AGE_TICK`] for age; as many rounds as it takes (up to [`MAX_ROUNDS`]). Ends with its
 /// store.
 async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>) {
     loop {
-        tokio::select! {
-            () = wake.notified() => {}
-            () = tokio::time::sleep(AGE_TICK) => {}
-        }
+        let why = tokio::select! {
+            () = wake.notified() => RetainFor::Over,
+            () = tokio::time::sleep(AGE_TICK) => RetainFor::Background,
+        };
         let Some(retainer) = retainer.upgrade() else { return };
-        if let Err(error) = retainer.rounds(RetainFor::Background).await {
+        if let Err(error) = retainer.rounds(why).await {
             tracing::debug!(%error, "retention round failed; the next tick tries again");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn members_name_their_task_and_place_in_either_form() {
-        let position = "0123456789abcdef0123456789abcdef";
-        let new = member(1234, position, "ctx%2F1", "t:alice", "task|1/x");
-        let parsed = parse(&new).expect("a member");
-        assert_eq!(
-            (parsed.oid, parsed.task_id, parsed.place),
-            ("t:alice", "task|1/x", Some((position, "ctx%2F1")))
-        );
-        let old = parse("t:alice/task|1").expect("an old member");
-        assert_eq!((old.oid, old.task_id, old.place), ("t:alice", "task|1", None));
-        assert!(parse("garbage").is_none());
-    }
-
-    fn look(count: u64, expired: u64, oldest: &[(f64, &str, i64)]) -> Look {
-        let bytes = oldest.iter().map(|(_, _, size)| size).sum();
-        let oldest =
-            oldest.iter().map(|(score, member, size)| (*score, (*member).to_owned(), *size)).collect();
-        Look { count, bytes, expired, oldest }
-    }
-
-    fn names(chosen: &[Vec<(String, i64)>]) -> Vec<Vec<&str>> {
-        chosen.iter().map(|piece| piece.iter().map(|(m, _)| m.as_str()).collect()).collect()
-    }
-
-    #[test]
-    fn the_fleets_oldest_go_first_across_pieces() {
-        let keep = Retention { max_finished: 3, max_age: Duration::from_secs(3600), max_bytes: 1 << 30 };
-        let looks = [
-            look(3, 0, &[(1.0, "a", 10), (4.0, "d", 10), (6.0, "f", 10)]),
-            look(2, 0, &[(2.0, "b", 10), (5.0, "e", 10)]),
-            look(0, 0, &[]),
-        ];
-        // Five held, three kept: the two oldest of the fleet, whatever piece they are in.
-        assert_eq!(names(&choose(&looks, &keep, RetainFor::Read)), [vec!["a"], vec!["b"], vec![]]);
-        let roomy = Retention { max_finished: 5, ..keep };
-        assert!(choose(&looks, &roomy, RetainFor::Read).iter().all(Vec::is_empty), "within the limits");
-        // By bytes: 50 held, room for 30 (less 1/64, so 29): the three oldest.
-        let bytes = Retention { max_finished: 100, max_bytes: 30, ..keep };
-        assert_eq!(names(&choose(&looks, &bytes, RetainFor::Read)), [vec!["a"], vec!["b"], vec![]]);
-        let bytes = Retention { max_bytes: 29, ..bytes };
-        assert_eq!(names(&choose(&looks, &bytes, RetainFor::Read)), [vec!["a", "d"], vec!["b"], vec![]]);
-    }
-
-    #[test]
-    fn expired_tasks_go_when_enough_of_them_wait() {
-        let retention = Retention { max_finished: 640, max_age: Duration::from_secs(1), max_bytes: 1 << 30 };
-        let looks = [look(2, 1, &[(1.0, "a", 1), (9.0, "z", 1)]), look(1, 1, &[(2.0, "b", 1)])];
-        // A read takes every expired one; the background evictor waits for 640/64 of them.
-        assert_eq!(names(&choose(&looks, &retention, RetainFor::Read)), [vec!["a"], vec!["b"]]);
-        assert!(choose(&looks, &retention, RetainFor::Background).iter().all(Vec::is_empty));
-    }
-
-    #[test]
-    fn a_round_takes_one_batch_at_most() {
-        let retention = Retention { max_finished: 1, max_age: Duration::from_secs(3600), max_bytes: 1 << 30 };
-        let members: Vec<String> = (0..100).map(|i| format!("m{i:03}")).collect();
-        let oldest: Vec<(f64, &str, i64)> = members.iter().map(|m| (1.0, m.as_str(), 1)).collect();
-        let chosen = choose(&[look(100, 0, &oldest)], &retention, RetainFor::Read);
-        assert_eq!(chosen[0].len(), EVICT_BATCH);
-        assert_eq!(chosen[0][0].0, "m000", "same score: in member order, as Redis orders them");
     }
 }

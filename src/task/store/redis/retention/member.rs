@@ -1,0 +1,104 @@
+//! The retention member: what the set's entry for a finished task says, so eviction needs
+//! no read of the task (see the module doc of `retention`, "The member").
+use crate::proto::{Role, Task};
+use crate::task::store::redis::keys::encode;
+
+/// The retention member of a finished task; see the module doc. `sent`: the encoded
+/// `messageId` whose SendMessage record goes with the task.
+pub(in crate::task::store::redis) fn member(
+    size: u64,
+    position: &str,
+    encoded_context: &str,
+    oid: &str,
+    task_id: &str,
+    sent: Option<&str>,
+) -> String {
+    match sent {
+        Some(sent) => format!("{oid}/{task_id}|{position}|{encoded_context}|{size}|{sent}"),
+        None => format!("{oid}/{task_id}|{position}|{encoded_context}|{size}"),
+    }
+}
+
+/// The encoded `messageId` of the message that made `task` (its first from the user), whose
+/// SendMessage record goes with the task; see the module doc.
+pub(in crate::task::store::redis) fn made_by(task: &Task) -> Option<String> {
+    task.history.iter().find(|m| m.role == Role::User as i32).map(|m| encode(&m.message_id))
+}
+
+/// What an evicted member names: owner, task, and (new members) its index position, context,
+/// size and SendMessage record (its encoded `messageId`).
+pub(super) struct Evicted<'a> {
+    pub(super) oid: &'a str,
+    pub(super) task_id: &'a str,
+    pub(super) place: Option<(&'a str, &'a str)>,
+    pub(super) size: Option<i64>,
+    pub(super) sent: Option<&'a str>,
+}
+
+pub(super) fn parse(member: &str) -> Option<Evicted<'_>> {
+    // `rest|position|context|size`, then optionally `|sent`: fields from the right, as the
+    // task id (in `rest`) is the one that may hold a '|'.
+    let fields: Vec<&str> = member.rsplitn(5, '|').collect();
+    if let [sent, more @ ..] = fields.as_slice()
+        && !sent.is_empty()
+        && let Some(evicted) = placed(more)
+    {
+        return Some(Evicted { sent: Some(sent), ..evicted });
+    }
+    let fields: Vec<&str> = member.rsplitn(4, '|').collect();
+    placed(&fields).or_else(|| {
+        let (oid, task_id) = member.split_once('/')?;
+        Some(Evicted { oid, task_id, place: None, size: None, sent: None })
+    })
+}
+
+/// A member of the current form from its fields, right to left: size, context, position and
+/// `<owner id>/<task id>`.
+fn placed<'a>(fields: &[&'a str]) -> Option<Evicted<'a>> {
+    let digits = |text: &str, hex: bool| {
+        !text.is_empty() && text.bytes().all(|b| if hex { b.is_ascii_hexdigit() } else { b.is_ascii_digit() })
+    };
+    match *fields {
+        [size, context, position, rest]
+            if digits(size, false) && position.len() == 32 && digits(position, true) =>
+        {
+            let (oid, task_id) = rest.split_once('/')?;
+            Some(Evicted {
+                oid,
+                task_id,
+                place: Some((position, context)),
+                size: size.parse().ok(),
+                sent: None,
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_name_their_task_and_place_in_either_form() {
+        let position = "0123456789abcdef0123456789abcdef";
+        let new = member(1234, position, "ctx%2F1", "t:alice", "task|1/x", None);
+        let parsed = parse(&new).expect("a member");
+        assert_eq!(
+            (parsed.oid, parsed.task_id, parsed.place, parsed.size, parsed.sent),
+            ("t:alice", "task|1/x", Some((position, "ctx%2F1")), Some(1234), None)
+        );
+        let made = member(99, position, "c", "t:alice", "task|1/x", Some("m%7C1"));
+        let parsed = parse(&made).expect("a member with its message");
+        assert_eq!(
+            (parsed.oid, parsed.task_id, parsed.place, parsed.size, parsed.sent),
+            ("t:alice", "task|1/x", Some((position, "c")), Some(99), Some("m%7C1"))
+        );
+        let old = parse("t:alice/task|1").expect("an old member");
+        assert_eq!(
+            (old.oid, old.task_id, old.place, old.size, old.sent),
+            ("t:alice", "task|1", None, None, None)
+        );
+        assert!(parse("garbage").is_none());
+    }
+}
