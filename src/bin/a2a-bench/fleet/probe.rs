@@ -47,6 +47,9 @@ pub struct Delta {
     pub bytes: Option<(u64, u64)>,
     /// Per command name: calls and usec inside Redis, most calls first.
     pub by_command: Vec<(String, u64, u64)>,
+    /// What `used_memory` grew by (negative: shrank): at a retention cap, what calls leave
+    /// behind beyond what retention keeps.
+    pub memory: Option<i64>,
     pub elapsed: Duration,
 }
 
@@ -69,7 +72,12 @@ impl Delta {
             (Some((i0, o0)), Some((i1, o1))) => Some((i1.saturating_sub(i0), o1.saturating_sub(o0))),
             _ => None,
         };
-        Self::with_commands(by_command.collect(), cpu, bytes, after.at.saturating_duration_since(before.at))
+        let memory = match (before.memory, after.memory) {
+            (Some(b), Some(a)) => Some(a as i64 - b as i64),
+            _ => None,
+        };
+        let elapsed = after.at.saturating_duration_since(before.at);
+        Self { memory, ..Self::with_commands(by_command.collect(), cpu, bytes, elapsed) }
     }
 
     /// The nodes' deltas added up: CPU and bytes only if every node's could be read.
@@ -83,7 +91,8 @@ impl Delta {
         let cpu = nodes.iter().map(|d| d.cpu).sum::<Option<u64>>();
         let bytes = nodes.iter().try_fold((0, 0), |(i, o), d| d.bytes.map(|(di, d_o)| (i + di, o + d_o)));
         let elapsed = nodes.iter().map(|d| d.elapsed).max().unwrap_or_default();
-        Self::with_commands(by_command, cpu, bytes, elapsed)
+        let memory = nodes.iter().map(|d| d.memory).sum::<Option<i64>>();
+        Self { memory, ..Self::with_commands(by_command, cpu, bytes, elapsed) }
     }
 
     fn with_commands(
@@ -100,6 +109,7 @@ impl Delta {
             cpu,
             bytes,
             by_command,
+            memory: None,
             elapsed,
         }
     }
@@ -151,6 +161,10 @@ impl Delta {
         if let Some((i, o)) = self.bytes {
             out.push(Metric::new(name("bytes in"), "B", net(i as f64, background.bytes_in), Better::Lower));
             out.push(Metric::new(name("bytes out"), "B", net(o as f64, background.bytes_out), Better::Lower));
+        }
+        if let Some(memory) = self.memory {
+            // Not net of the background: an idle fleet's data set does not grow.
+            out.push(Metric::new(name("memory growth"), "B", memory as f64 / count, Better::Lower));
         }
         out
     }
@@ -358,7 +372,7 @@ mod tests {
 
     fn mark(commands: &[(&str, u64, u64)], bytes: (u64, u64), cpu: u64, at: Instant) -> NodeMark {
         let commands = commands.iter().map(|&(n, c, u)| (n.to_owned(), (c, u))).collect();
-        NodeMark { commands, bytes: Some(bytes), cpu: Some(cpu), at }
+        NodeMark { commands, bytes: Some(bytes), cpu: Some(cpu), memory: None, at }
     }
 
     #[test]

@@ -145,7 +145,7 @@ impl RedisProcess {
     /// (the process's from /proc; where that cannot be read, `used_cpu_sys` + `used_cpu_user`).
     pub async fn mark(&self) -> Result<NodeMark, BoxError> {
         let mut info = redis::cmd("INFO");
-        info.arg("commandstats").arg("stats").arg("cpu");
+        info.arg("commandstats").arg("stats").arg("cpu").arg("memory");
         let text = String::from_utf8_lossy(&info_bytes(self.query(&info).await?)).into_owned();
         let cpu = cpu_nanos(self.pid).ok().or_else(|| info_cpu_nanos(&text));
         let bytes = (info_field(&text, "total_net_input_bytes"), info_field(&text, "total_net_output_bytes"));
@@ -153,7 +153,8 @@ impl RedisProcess {
             (Some(i), Some(o)) => Some((i as u64, o as u64)),
             _ => None,
         };
-        Ok(NodeMark { commands: parse_commandstats(&text), bytes, cpu, at: Instant::now() })
+        let memory = info_field(&text, "used_memory").map(|m| m as u64);
+        Ok(NodeMark { commands: parse_commandstats(&text), bytes, cpu, memory, at: Instant::now() })
     }
 
     /// Kills the server and reaps it (its directory goes when it drops).
@@ -194,6 +195,8 @@ pub struct NodeMark {
     pub bytes: Option<(u64, u64)>,
     /// CPU nanoseconds, if readable.
     pub cpu: Option<u64>,
+    /// `used_memory`: what the data set (and Redis's buffers) hold now.
+    pub memory: Option<u64>,
     pub at: Instant,
 }
 
