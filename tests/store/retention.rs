@@ -82,6 +82,19 @@ async fn a_task_noted_in_the_old_form_is_still_evicted_with_its_bytes() {
 async fn a_tasks_sendmessage_record_goes_with_it_on_a_node() {
     let Some(server) = RedisServer::start() else { return };
     sendmessage_records_go_with_their_tasks(&server.url()).await;
+    // The members that name a record keep their size last: the bytes count stays exact.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*finished*").query_async(&mut conn).await.unwrap();
+    let set = keys.iter().find(|k| !k.ends_with(":sizes")).expect("the retention set");
+    let sizes = keys.iter().find(|k| k.ends_with(":sizes")).expect("the sizes hash");
+    let left: Vec<String> =
+        redis::cmd("ZRANGE").arg(set).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.iter().all(|m| m.contains('&')), "each names its record: {left:?}");
+    let held: u64 = left.iter().map(|m| m.rsplit('|').next().unwrap().parse::<u64>().unwrap()).sum();
+    let total: u64 = redis::cmd("HGET").arg(sizes).arg("#").query_async(&mut conn).await.unwrap();
+    assert_eq!(total, held, "bytes of {left:?}");
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
 //! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
-//! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>\|<size>[\|<messageId>]` scored by finish time (ms) (`retention/`) | none |
+//! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>[&<messageId>]\|<size>` scored by finish time (ms) (`retention/`) | none |
 //! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
 //! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!

@@ -181,8 +181,9 @@ if ARGV[9] == '1' or appended[2] == '1' then
   index(KEYS[5], KEYS[6], ARGV[10], ARGV[14], ARGV[11], ARGV[12], ARGV[13])
 end
 if appended[2] == '1' then
-  local member = ARGV[15] .. '|' .. ARGV[11] .. '|' .. ARGV[13] .. '|' .. appended[3]
-  if ARGV[17] ~= '' then member = member .. '|' .. ARGV[17] end
+  local context = ARGV[13]
+  if ARGV[17] ~= '' then context = context .. '&' .. ARGV[17] end
+  local member = ARGV[15] .. '|' .. ARGV[11] .. '|' .. context .. '|' .. appended[3]
   local noted = note(KEYS[7], KEYS[8], member, ARGV[4], appended[3])
   table.insert(appended, noted[1])
   table.insert(appended, noted[2])

@@ -4,7 +4,11 @@ use crate::proto::{Role, Task};
 use crate::task::store::redis::keys::encode;
 
 /// The retention member of a finished task; see the module doc. `sent`: the encoded
-/// `messageId` whose SendMessage record goes with the task.
+/// `messageId` whose SendMessage record goes with the task, after the context and a `&` (which
+/// encoding never leaves in either): so a replica of the version before, still evicting during
+/// a rolling upgrade, reads the size where it always was and keeps the bytes exact (it only
+/// misses the context index entry and the record, which a listing and the record's expiry
+/// then clear).
 pub(in crate::task::store::redis) fn member(
     size: u64,
     position: &str,
@@ -14,7 +18,7 @@ pub(in crate::task::store::redis) fn member(
     sent: Option<&str>,
 ) -> String {
     match sent {
-        Some(sent) => format!("{oid}/{task_id}|{position}|{encoded_context}|{size}|{sent}"),
+        Some(sent) => format!("{oid}/{task_id}|{position}|{encoded_context}&{sent}|{size}"),
         None => format!("{oid}/{task_id}|{position}|{encoded_context}|{size}"),
     }
 }
@@ -36,15 +40,7 @@ pub(super) struct Evicted<'a> {
 }
 
 pub(super) fn parse(member: &str) -> Option<Evicted<'_>> {
-    // `rest|position|context|size`, then optionally `|sent`: fields from the right, as the
-    // task id (in `rest`) is the one that may hold a '|'.
-    let fields: Vec<&str> = member.rsplitn(5, '|').collect();
-    if let [sent, more @ ..] = fields.as_slice()
-        && !sent.is_empty()
-        && let Some(evicted) = placed(more)
-    {
-        return Some(Evicted { sent: Some(sent), ..evicted });
-    }
+    // Fields from the right, as the task id (in `rest`) is the one that may hold a '|'.
     let fields: Vec<&str> = member.rsplitn(4, '|').collect();
     placed(&fields).or_else(|| {
         let (oid, task_id) = member.split_once('/')?;
@@ -52,8 +48,8 @@ pub(super) fn parse(member: &str) -> Option<Evicted<'_>> {
     })
 }
 
-/// A member of the current form from its fields, right to left: size, context, position and
-/// `<owner id>/<task id>`.
+/// A member of the current form from its fields, right to left: size, context (with the
+/// record's `&<messageId>`, if any), position and `<owner id>/<task id>`.
 fn placed<'a>(fields: &[&'a str]) -> Option<Evicted<'a>> {
     let digits = |text: &str, hex: bool| {
         !text.is_empty() && text.bytes().all(|b| if hex { b.is_ascii_hexdigit() } else { b.is_ascii_digit() })
@@ -63,13 +59,11 @@ fn placed<'a>(fields: &[&'a str]) -> Option<Evicted<'a>> {
             if digits(size, false) && position.len() == 32 && digits(position, true) =>
         {
             let (oid, task_id) = rest.split_once('/')?;
-            Some(Evicted {
-                oid,
-                task_id,
-                place: Some((position, context)),
-                size: size.parse().ok(),
-                sent: None,
-            })
+            let (context, sent) = match context.split_once('&') {
+                Some((context, sent)) => (context, Some(sent).filter(|sent| !sent.is_empty())),
+                None => (context, None),
+            };
+            Some(Evicted { oid, task_id, place: Some((position, context)), size: size.parse().ok(), sent })
         }
         _ => None,
     }
@@ -89,6 +83,7 @@ mod tests {
             ("t:alice", "task|1/x", Some((position, "ctx%2F1")), Some(1234), None)
         );
         let made = member(99, position, "c", "t:alice", "task|1/x", Some("m%7C1"));
+        assert!(made.ends_with("|c&m%7C1|99"), "the size stays last: {made}");
         let parsed = parse(&made).expect("a member with its message");
         assert_eq!(
             (parsed.oid, parsed.task_id, parsed.place, parsed.size, parsed.sent),

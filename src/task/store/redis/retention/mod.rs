@@ -28,8 +28,8 @@
 //! before this format (`<owner id>/<task id>`, their size in the sizes hash) are still
 //! evicted correctly: a new member is told by its 32-hex-digit position.
 //!
-//! A task adds `|<encoded messageId>`: the SendMessage record of the message that made it
-//! (`sent.rs`) goes with the task. Records
+//! A task's context is followed by `&<encoded messageId>`: the SendMessage record of the
+//! message that made it (`sent.rs`) goes with the task (`member.rs` says why there). Records
 //! would otherwise stay for the whole retention age, one per call however few tasks retention
 //! keeps (measured: 52,000 records beside 10,000 tasks after 4 s of load); a retry after its
 //! task left retention runs anew either way (docs/FLEET.md, "Idempotent SendMessage").
