@@ -105,16 +105,12 @@ async fn a_tasks_sendmessage_record_goes_with_it_on_a_cluster() {
 
 /// Each call leaves a SendMessage record; kept for the whole retention age they outnumbered
 /// the tasks retention keeps many times over. A finished task is noted with the message that
-/// made it (by either write path), and its record goes when it does: the message is free again (a retry
-/// then runs anew, as after any eviction), while the kept tasks' records still answer.
+/// made it (by either write path), and its record goes when it does: the message is free
+/// again (a retry then runs anew, as after any eviction), while the kept tasks' records still
+/// answer.
 async fn sendmessage_records_go_with_their_tasks(url: &str) {
-    let store =
-        redis_store(url, Retention { max_finished: 3, ..Retention::default() }, Timeouts::default()).await;
+    let store = capped_store(url).await;
     let alice = owner("alice");
-    let claim = |i: usize| SentRecord {
-        fingerprint: [7; 32],
-        state: SentState::Claimed { task_id: format!("t{i}"), claim: format!("c{i}"), alive_ms: 1 },
-    };
     // A message id with what keys and members must keep apart.
     let message_id = |i: usize| format!("m{i}|}}:{{/x");
     for i in 1..=5 {
@@ -140,5 +136,68 @@ async fn sendmessage_records_go_with_their_tasks(url: &str) {
         assert!(store.get(&alice, &format!("t{i}")).await.unwrap().is_some(), "t{i} is kept");
         let held = store.claim_sent(&alice, &message_id(i), &claim(9)).await.unwrap();
         assert_eq!(held, Some(claim(i)), "t{i}'s record still answers");
+    }
+}
+
+#[tokio::test]
+async fn a_direct_replys_record_is_kept_like_a_finished_task_on_a_node() {
+    let Some(server) = RedisServer::start() else { return };
+    replies_are_kept_like_finished_tasks(&server.url()).await;
+}
+
+#[tokio::test]
+async fn a_direct_replys_record_is_kept_like_a_finished_task_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start() else { return };
+    replies_are_kept_like_finished_tasks(&cluster.url()).await;
+}
+
+/// A direct reply makes no task, so nothing took its record along: it stayed the whole
+/// retention age, one per call. It is now noted as a finished task without a task, counts
+/// toward the same limits, and goes oldest first: its messageId is free again.
+async fn replies_are_kept_like_finished_tasks(url: &str) {
+    let store = capped_store(url).await;
+    let alice = owner("alice");
+    let reply = |i: usize| SentRecord {
+        fingerprint: [7; 32],
+        state: SentState::Replied(Bytes::from(format!("reply {i}"))),
+    };
+    let message_id = |i: usize| format!("r{i}|}}:{{/&x");
+    for i in 1..=5 {
+        assert_eq!(store.claim_sent(&alice, &message_id(i), &claim(i)).await.unwrap(), None);
+        assert!(store.swap_sent(&alice, &message_id(i), &claim(i), Some(&reply(i))).await.unwrap());
+        // Replies are told apart by their time: one per millisecond keeps the order sure.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let started = std::time::Instant::now();
+    for i in 1..=2 {
+        loop {
+            let again = store.claim_sent(&alice, &message_id(i), &claim(9)).await.unwrap();
+            if again.is_none() {
+                break;
+            }
+            assert_eq!(again, Some(reply(i)), "until it goes, the reply answers");
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "r{i} is still kept");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    for i in 3..=5 {
+        assert_eq!(
+            store.claim_sent(&alice, &message_id(i), &claim(9)).await.unwrap(),
+            Some(reply(i)),
+            "r{i}"
+        );
+    }
+}
+
+/// A store that keeps 3 finished tasks.
+async fn capped_store(url: &str) -> a2a_server::task::store::RedisStore {
+    redis_store(url, Retention { max_finished: 3, ..Retention::default() }, Timeouts::default()).await
+}
+
+/// The `i`th claim, for task `t<i>`.
+fn claim(i: usize) -> SentRecord {
+    SentRecord {
+        fingerprint: [7; 32],
+        state: SentState::Claimed { task_id: format!("t{i}"), claim: format!("c{i}"), alive_ms: 1 },
     }
 }

@@ -8,11 +8,13 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::keys::owner_id;
-use super::{RedisStore, millis};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::keys::{encode, owner_id, position};
+use super::{RedisStore, millis, now_ms, retention, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
-use crate::task::store::SentRecord;
+use crate::task::store::{SentRecord, SentState};
 
 /// How often a claim is tried when the record it found is gone before it could read it.
 const CLAIM_TRIES: usize = 3;
@@ -70,6 +72,31 @@ impl RedisStore {
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         let swapped: i64 = self.redis.run("swap_sent", limit, swap.invoke_async(&mut conn)).await?;
+        if let (1, Some(reply @ SentRecord { state: SentState::Replied(_), .. })) = (swapped, new) {
+            self.note_reply(owner, message_id, reply).await?;
+        }
         Ok(swapped == 1)
+    }
+
+    /// Notes a direct reply's record for retention, as a finished task without a task: it
+    /// counts toward the same limits, and the evictor unlinks the record when it goes
+    /// (`retention/member.rs`). Without this a record of a reply stayed the whole retention
+    /// age, one per call, however few tasks retention kept.
+    async fn note_reply(&self, owner: &Owner, message_id: &str, reply: &SentRecord) -> Result<(), A2aError> {
+        let oid = owner_id(owner);
+        let message = encode(message_id);
+        let size = reply.encode().len() as u64;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        let member = retention::member(size, &position(now), "", &oid, "", Some(&message));
+        let shard = self.keys.finished_shard(&message);
+        let mut note = scripts::NOTE.prepare_invoke();
+        note.key(self.keys.finished(&shard)).key(self.keys.finished_sizes(&shard));
+        note.arg(member).arg(now_ms()).arg(size);
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        let (count, bytes): (u64, i64) =
+            self.redis.run("note_reply", limit, note.invoke_async(&mut conn)).await?;
+        self.retainer.noted(count, bytes, size);
+        Ok(())
     }
 }
