@@ -193,21 +193,30 @@ impl RedisStore {
             let made_by = retention::made_by(task);
             let member =
                 retention::member(size, &place, &encode(&task.context_id), oid, &task.id, made_by.as_deref());
-            let shard = self.keys.finished_shard(&task.id);
-            let mut note = scripts::NOTE.prepare_invoke();
-            note.key(self.keys.finished(&shard))
-                .key(self.keys.finished_sizes(&shard))
-                .arg(member)
-                .arg(now_ms())
-                .arg(size);
-            parts.push(Part::Script(&scripts::NOTE, note));
+            parts.push(self.note_part(&task.id, member, size));
         }
         let replies = self.redis.together("index", parts).await?;
-        if let Some(noted) = replies.get(1) {
-            let (count, bytes): (u64, i64) = redis::from_redis_value(noted.clone())
-                .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-            self.retainer.noted(count, bytes, size);
+        if let Some(noted) = replies.into_iter().nth(1) {
+            self.noted(noted, size)?;
         }
+        Ok(())
+    }
+
+    /// [`scripts::NOTE`] of retention `member`, holding `size` bytes, in the piece that `id`
+    /// (a task's, or a direct reply's message) falls in.
+    fn note_part<'a>(&self, id: &str, member: String, size: u64) -> Part<'a> {
+        let shard = self.keys.finished_shard(id);
+        let mut note = scripts::NOTE.prepare_invoke();
+        note.key(self.keys.finished(&shard)).key(self.keys.finished_sizes(&shard));
+        note.arg(member).arg(now_ms()).arg(size);
+        Part::Script(&scripts::NOTE, note)
+    }
+
+    /// Tells the evictor what a [`RedisStore::note_part`]'s reply says its piece holds.
+    fn noted(&self, reply: redis::Value, size: u64) -> Result<(), A2aError> {
+        let (count, bytes): (u64, i64) = redis::from_redis_value(reply)
+            .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
+        self.retainer.noted(count, bytes, size);
         Ok(())
     }
 

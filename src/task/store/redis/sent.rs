@@ -5,13 +5,12 @@
 //! second command (`SET NX GET` would do both at once, but needs Redis 7.0). A swap compares the whole value, so only the
 //! claim's holder (whose value carries its own claim id) replaces it.
 use std::sync::LazyLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Script;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use super::keys::{encode, owner_id, position};
-use super::{RedisStore, millis, now_ms, retention, scripts};
+use super::{RedisStore, millis, retention};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::task::store::{SentRecord, SentState};
@@ -88,15 +87,11 @@ impl RedisStore {
         let size = reply.encode().len() as u64;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let member = retention::member(size, &position(now), "", &oid, "", Some(&message));
-        let shard = self.keys.finished_shard(&message);
-        let mut note = scripts::NOTE.prepare_invoke();
-        note.key(self.keys.finished(&shard)).key(self.keys.finished_sizes(&shard));
-        note.arg(member).arg(now_ms()).arg(size);
-        let mut conn = self.redis.conn();
-        let limit = self.redis.timeouts().command;
-        let (count, bytes): (u64, i64) =
-            self.redis.run("note_reply", limit, note.invoke_async(&mut conn)).await?;
-        self.retainer.noted(count, bytes, size);
+        let note = self.note_part(&message, member, size);
+        let noted = self.redis.together("note_reply", vec![note]).await?;
+        if let Some(noted) = noted.into_iter().next() {
+            self.noted(noted, size)?;
+        }
         Ok(())
     }
 }
