@@ -323,9 +323,16 @@ impl RedisSentinels {
         port
     }
 
-    /// Waits until the Sentinels name a primary other than `old`; its port.
+    /// Waits until the Sentinels name a primary other than `old` that says it is one (`ROLE`):
+    /// the name can change before the promotion took, or move again when a Sentinel's
+    /// attempt is superseded; its port.
     pub fn wait_failover(&self, old: u16) -> u16 {
-        wait_until(|| self.primary_port().is_some_and(|p| p != old), "the Sentinels promote a replica");
+        let promoted = || {
+            let port = self.primary_port().filter(|&p| p != old)?;
+            let node = self.nodes.iter().find(|n| n.port == port)?;
+            node.command("ROLE").is_some_and(|role| role.contains("master")).then_some(port)
+        };
+        wait_until(|| promoted().is_some(), "the Sentinels promote a replica");
         self.primary_port().unwrap_or(old)
     }
 }
