@@ -2,6 +2,8 @@
 //! primitives only Redis has (append, exact join, trimming, blocking reads, leases, outages).
 #[path = "store/cluster.rs"]
 mod cluster;
+#[path = "store/group_commit.rs"]
+mod group_commit;
 #[path = "common/redis.rs"]
 mod redis_server;
 #[path = "store/replicated.rs"]

@@ -1,7 +1,9 @@
 //! The cheapest write: a new task that is over by its first write (an echo, a quick answer),
-//! in native commands instead of the `WRITE` script: one `MULTI` on a single node; on a
-//! cluster one `MULTI` per slot (the task's, its index piece's, its retention piece's), the
-//! three sent at once, so a cluster's call runs no script either.
+//! in native commands instead of the `WRITE` script. On a single node the writes of every
+//! such task that comes while others are on their way go together in one `MULTI`
+//! (`group_commit.rs`); on a cluster each task takes one `MULTI` per slot (the task's, its
+//! index piece's, its retention piece's), the three sent at once, so a cluster's call runs no
+//! script either.
 //!
 //! Why no script is needed: the task's id was minted by this replica and nobody has been told
 //! it (its caller waits for this very write), so no other writer can exist and there is no
@@ -9,9 +11,9 @@
 //! the events, the Task with `fin`, the keys' expiry, the owner's index entries (a new task
 //! has no old ones to move) and the retention note. `MULTI` keeps them one step for readers,
 //! the AOF and replicas (on a cluster, one step per slot: readers already tolerate an index
-//! entry whose task is not there yet, as on the cluster's scripted path). Only a first try takes this path: a retried write (its reply may have
-//! been lost after it landed) goes through `WRITE`, whose seq check finds it written and whose
-//! note is not counted twice.
+//! entry whose task is not there yet, as on the cluster's scripted path). Only a first try
+//! takes this path: a retried write (its reply may have been lost after it landed) goes
+//! through `WRITE`, whose seq check finds it written and whose note is not counted twice.
 //!
 //! When nobody could have seen the events but through the Task (`unwatched`: a blocking
 //! caller, no subscriber, no webhook), they are not written at all: the Task with its `seq`
@@ -19,20 +21,57 @@
 //! its end then finds no stream and gets the Task first (resume.md §4.4), as after trimming;
 //! no client can hold such a generation anyway (it saw no event, and the Task's generation is
 //! its last).
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use redis::Pipeline;
 
 use super::fleet::StreamBounds;
 use super::keys::{encode, owner_id, position};
+use super::retention::Retainer;
 use super::{RedisStore, retention, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
 use crate::task::state_of;
 
+/// One born-finished task's write, its keys and arguments worked out, ready to go alone or
+/// with others.
+pub(super) struct BornWrite {
+    task_key: String,
+    events_key: String,
+    push_key: String,
+    /// The stream entries `(seq, event)`; none when the task is unwatched.
+    events: Vec<(u64, Bytes)>,
+    max_events: usize,
+    unwatched: bool,
+    task: Bytes,
+    oid: String,
+    seq: u64,
+    event_bytes: u64,
+    /// When it finished (ms), and how long its keys live (ms).
+    now: u64,
+    ttl: u64,
+    /// Its entry (`<position>:<task id>`) in its owner's index piece, and in its context's
+    /// index (none when the task opened its context: ListTasks finds it by the meta hash).
+    entry: String,
+    index: String,
+    context_index: Option<String>,
+    /// The owner's meta hash, the task's field and value there.
+    meta: String,
+    task_id: String,
+    meta_value: String,
+    /// The retention piece (set and sizes hash), the task's member there, and its bytes.
+    finished: String,
+    finished_sizes: String,
+    member: String,
+    size: u64,
+}
+
 impl RedisStore {
     /// Writes `events` (numbered from `first_seq`) and `task`, a new task they finished, in
-    /// native commands, one atomic step per slot; see the module doc for when this is sound.
+    /// native commands, one atomic step (per slot on a cluster); see the module doc for when
+    /// this is sound.
     pub async fn write_born_finished(
         &self,
         owner: &Owner,
@@ -42,110 +81,169 @@ impl RedisStore {
         bounds: StreamBounds,
         unwatched: bool,
     ) -> Result<(), A2aError> {
-        let oid = owner_id(owner);
-        let (bytes, _, _, now, ttl) = self.write_args(task, None, &oid);
-        let (task_key, events_key) = (self.keys.task(&task.id), self.keys.events(&task.id));
-        let mut own = redis::pipe();
-        own.atomic();
-        let mut seq = first_seq.saturating_sub(1);
-        let mut event_bytes = 0;
-        for event in events {
-            seq += 1;
-            if unwatched {
-                continue;
-            }
-            event_bytes += event.len() as u64;
-            let id = format!("{seq}-0");
-            let max = bounds.max_events.max(1);
-            own.cmd("XADD")
-                .arg(&events_key)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(max)
-                .arg(id)
-                .arg("e")
-                .arg(event.as_ref());
-            own.ignore();
+        let write = self.born_write(owner, task, first_seq, events, bounds, unwatched);
+        if !self.is_cluster() {
+            return self.group_commit.write(write).await;
         }
-        own.cmd("HSET").arg(&task_key).arg("task").arg(&bytes[..]).arg("owner").arg(&oid);
-        own.arg("seq").arg(seq).arg("bytes").arg(event_bytes).arg("fin").arg(now).ignore();
-        // Unwatched means no webhooks here (push is off), so no push hash either: only the
-        // task key exists to expire.
-        let expiring = [&task_key, &self.keys.push(&task.id), &events_key];
-        for key in &expiring[..if unwatched { 1 } else { 3 }] {
-            own.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
-        }
-        let place = position(status_nanos(task));
-        let context = encode(&task.context_id);
-        let size = event_bytes + bytes.len() as u64;
-        // On a single node all of it is one MULTI; on a cluster, one per slot.
-        let cluster = self.is_cluster();
-        let (mut index, mut note) = (atomic(), atomic());
-        self.index_commands(if cluster { &mut index } else { &mut own }, &oid, task, &place, &context);
-        let note_in = if cluster { &mut note } else { &mut own };
-        self.note_commands(note_in, &oid, task, (&place, &context), now, size);
-        let (bytes, count): (i64, u64) = if cluster {
-            let (mut a, mut b, mut c) = (self.redis.conn(), self.redis.conn(), self.redis.conn());
-            let writes = async {
-                let (_, _, noted) = futures::try_join!(
-                    own.query_async::<()>(&mut a),
-                    index.query_async::<()>(&mut b),
-                    note.query_async(&mut c),
-                )?;
-                Ok(noted)
-            };
-            self.redis.write("born_finished", writes).await?
-        } else {
-            let mut conn = self.redis.conn();
-            self.redis.write("born_finished", own.query_async(&mut conn)).await?
+        // On a cluster: one MULTI per slot, the three sent at once.
+        let (mut own, mut index, mut note) = (atomic(), atomic(), atomic());
+        write.own_commands(&mut own);
+        let writes = [write];
+        index_commands(&mut index, &writes);
+        let notes = note_commands(&mut note, &writes);
+        let (mut a, mut b, mut c) = (self.redis.conn(), self.redis.conn(), self.redis.conn());
+        let all = async {
+            let (_, _, noted) = futures::try_join!(
+                own.query_async::<()>(&mut a),
+                index.query_async::<()>(&mut b),
+                note.query_async::<Vec<i64>>(&mut c),
+            )?;
+            Ok(noted)
         };
-        self.retainer.noted(count, bytes, size);
+        let noted = self.redis.write("born_finished", all).await?;
+        tell_retainer(&self.retainer, &notes, &noted);
         Ok(())
     }
 
-    /// A new task's entries in its owner's index piece: nothing to move, so no script.
-    fn index_commands(&self, pipe: &mut Pipeline, oid: &str, task: &Task, place: &str, context: &str) {
-        let entry = format!("{place}:{}", task.id);
-        let shard = self.keys.owner_shard(oid, &task.id);
-        pipe.cmd("ZADD").arg(self.keys.owner_index(&shard)).arg(0).arg(&entry).ignore();
-        // A context this task opened (its id is the task's) has no index of its own until a
-        // second task joins it: ListTasks finds the first through the meta hash (`list.rs`).
-        if task.context_id != task.id {
-            pipe.cmd("ZADD")
-                .arg(self.keys.context_index(&shard, &task.context_id))
-                .arg(0)
-                .arg(&entry)
-                .ignore();
-        }
+    /// Works out `task`'s write: its keys, its stream entries, its index entries and its
+    /// retention member.
+    fn born_write(
+        &self,
+        owner: &Owner,
+        task: &Task,
+        first_seq: u64,
+        events: &[Bytes],
+        bounds: StreamBounds,
+        unwatched: bool,
+    ) -> BornWrite {
+        let oid = owner_id(owner);
+        let (bytes, _, _, now, ttl) = self.write_args(task, None, &oid);
+        let seq = first_seq.saturating_sub(1) + events.len() as u64;
+        let events: Vec<(u64, Bytes)> =
+            if unwatched { Vec::new() } else { (first_seq.max(1)..).zip(events.iter().cloned()).collect() };
+        let event_bytes = events.iter().map(|(_, event)| event.len() as u64).sum::<u64>();
+        let place = position(status_nanos(task));
+        let context = encode(&task.context_id);
+        let size = event_bytes + bytes.len() as u64;
+        let shard = self.keys.owner_shard(&oid, &task.id);
         let state = state_of(task.status.as_ref()) as i32;
-        pipe.cmd("HSET")
-            .arg(self.keys.owner_meta(&shard))
-            .arg(&task.id)
-            .arg(format!("{state}|{place}|{context}"));
+        let made_by = retention::made_by(task);
+        let member = retention::member(size, &place, &context, &oid, &task.id, made_by.as_deref());
+        let finished = self.keys.finished_shard(&task.id);
+        BornWrite {
+            task_key: self.keys.task(&task.id),
+            events_key: self.keys.events(&task.id),
+            push_key: self.keys.push(&task.id),
+            events,
+            max_events: bounds.max_events.max(1),
+            unwatched,
+            task: bytes,
+            seq,
+            event_bytes,
+            now,
+            ttl,
+            entry: format!("{place}:{}", task.id),
+            index: self.keys.owner_index(&shard),
+            context_index: (task.context_id != task.id)
+                .then(|| self.keys.context_index(&shard, &task.context_id)),
+            meta: self.keys.owner_meta(&shard),
+            task_id: task.id.clone(),
+            meta_value: format!("{state}|{place}|{context}"),
+            finished: self.keys.finished(&finished),
+            finished_sizes: self.keys.finished_sizes(&finished),
+            member,
+            size,
+            oid,
+        }
+    }
+}
+
+impl BornWrite {
+    /// The commands on the task's own keys: its events, the Task, their expiry.
+    fn own_commands(&self, pipe: &mut Pipeline) {
+        for (seq, event) in &self.events {
+            pipe.cmd("XADD").arg(&self.events_key).arg("MAXLEN").arg("~").arg(self.max_events);
+            pipe.arg(format!("{seq}-0")).arg("e").arg(event.as_ref()).ignore();
+        }
+        pipe.cmd("HSET").arg(&self.task_key).arg("task").arg(&self.task[..]).arg("owner").arg(&self.oid);
+        pipe.arg("seq").arg(self.seq).arg("bytes").arg(self.event_bytes).arg("fin").arg(self.now).ignore();
+        // Unwatched means no webhooks here (push is off), so no push hash either: only the
+        // task key exists to expire.
+        let expiring = [&self.task_key, &self.push_key, &self.events_key];
+        for key in &expiring[..if self.unwatched { 1 } else { 3 }] {
+            pipe.cmd("PEXPIRE").arg(key).arg(self.ttl).ignore();
+        }
+    }
+}
+
+/// The commands on the task's own keys, for every write of a batch.
+pub(super) fn own_commands(pipe: &mut Pipeline, writes: &[BornWrite]) {
+    for write in writes {
+        write.own_commands(pipe);
+    }
+}
+
+/// New tasks' entries in their owners' index pieces (nothing to move, so no script), one
+/// command per key however many tasks it gains.
+pub(super) fn index_commands(pipe: &mut Pipeline, writes: &[BornWrite]) {
+    let mut zsets: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut metas: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for write in writes {
+        zsets.entry(&write.index).or_default().push(&write.entry);
+        if let Some(context) = &write.context_index {
+            zsets.entry(context).or_default().push(&write.entry);
+        }
+        metas.entry(&write.meta).or_default().push((&write.task_id, &write.meta_value));
+    }
+    for (key, entries) in zsets {
+        pipe.cmd("ZADD").arg(key);
+        for entry in entries {
+            pipe.arg(0).arg(entry);
+        }
         pipe.ignore();
     }
+    for (key, fields) in metas {
+        pipe.cmd("HSET").arg(key);
+        for (field, value) in fields {
+            pipe.arg(field).arg(value);
+        }
+        pipe.ignore();
+    }
+}
 
-    /// The retention note in the task's piece; its replies are the piece's bytes and count.
-    fn note_commands(
-        &self,
-        pipe: &mut Pipeline,
-        oid: &str,
-        task: &Task,
-        (place, context): (&str, &str),
-        now: u64,
-        size: u64,
-    ) {
-        let made_by = retention::made_by(task);
-        let member = retention::member(size, place, context, oid, &task.id, made_by.as_deref());
-        let finished = self.keys.finished_shard(&task.id);
-        pipe.cmd("ZADD").arg(self.keys.finished(&finished)).arg("NX").arg(now).arg(member).ignore();
-        pipe.cmd("HINCRBY").arg(self.keys.finished_sizes(&finished)).arg("#").arg(size);
-        pipe.cmd("ZCARD").arg(self.keys.finished(&finished));
+/// The retention notes, one `ZADD` per piece; each piece replies with its bytes and count.
+/// Returns, per piece in the order of those replies, how many tasks it gained and their bytes.
+pub(super) fn note_commands(pipe: &mut Pipeline, writes: &[BornWrite]) -> Vec<(u64, u64)> {
+    let mut pieces: BTreeMap<(&str, &str), Vec<&BornWrite>> = BTreeMap::new();
+    for write in writes {
+        pieces.entry((&write.finished, &write.finished_sizes)).or_default().push(write);
+    }
+    let mut notes = Vec::with_capacity(pieces.len());
+    for ((finished, sizes), members) in pieces {
+        pipe.cmd("ZADD").arg(finished).arg("NX");
+        for write in &members {
+            pipe.arg(write.now).arg(&write.member);
+        }
+        pipe.ignore();
+        let size = members.iter().map(|write| write.size).sum::<u64>();
+        pipe.cmd("HINCRBY").arg(sizes).arg("#").arg(size);
+        pipe.cmd("ZCARD").arg(finished);
+        notes.push((members.len() as u64, size));
+    }
+    notes
+}
+
+/// Tells the evictor what the retention pieces replied (`bytes`, `count` per piece, in the
+/// order of `notes`).
+pub(super) fn tell_retainer(retainer: &Retainer, notes: &[(u64, u64)], replies: &[i64]) {
+    for (&(tasks, size), reply) in notes.iter().zip(replies.chunks_exact(2)) {
+        let count = u64::try_from(reply[1]).unwrap_or(0);
+        retainer.noted(tasks, count, reply[0], size);
     }
 }
 
 /// An empty `MULTI` pipeline.
-fn atomic() -> Pipeline {
+pub(super) fn atomic() -> Pipeline {
     let mut pipe = redis::pipe();
     pipe.atomic();
     pipe

@@ -22,8 +22,9 @@
 //! pieces (`{o:<owner>~n}`, `{finished~n}`) spread over the nodes ([`keys`], "Shards"). So on a
 //! cluster a write is atomic per slot: the task (one script), then its index entries and
 //! retention (a script each, sent together); a single node runs both in one script (`WRITE`). A
-//! task finished by its first write takes native commands instead (`born_finished.rs`): one
-//! `MULTI` on a node, one per slot, all at once, on a cluster. Retention evicts in the
+//! task finished by its first write takes native commands instead (`born_finished.rs`): on a
+//! node one `MULTI` for it and whatever such tasks come meanwhile (`group_commit.rs`), on a
+//! cluster one per slot, all at once. Retention evicts in the
 //! background (`retention/`).
 //! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
@@ -32,6 +33,7 @@ mod acks;
 mod born_finished;
 mod conn;
 mod fleet;
+mod group_commit;
 pub mod keys;
 mod link;
 mod list;
@@ -121,6 +123,8 @@ pub struct RedisStore {
     parked_usage: parked::UsageCache,
     /// The durable push outbox (`outbox.rs`).
     outbox: outbox::Outbox,
+    /// Born-finished writes batched on a single node (`group_commit.rs`).
+    group_commit: group_commit::GroupCommit,
 }
 
 /// Connects to the Redis a `--store` URL names, with default options and `prefix`, failing
@@ -147,8 +151,10 @@ impl RedisStore {
         }
         let keys = Keys::new(&options.prefix, shards);
         let outbox = outbox::Outbox::new(!redis.is_cluster());
+        let retainer = retention::Retainer::start(redis.clone(), keys.clone(), options.retention);
         Ok(Self {
-            retainer: retention::Retainer::start(redis.clone(), keys.clone(), options.retention),
+            group_commit: group_commit::GroupCommit::start(redis.clone(), retainer.clone()),
+            retainer,
             redis,
             keys,
             retention: options.retention,
@@ -216,7 +222,7 @@ impl RedisStore {
     fn noted(&self, reply: redis::Value, size: u64) -> Result<(), A2aError> {
         let (count, bytes): (u64, i64) = redis::from_redis_value(reply)
             .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-        self.retainer.noted(count, bytes, size);
+        self.retainer.noted(1, count, bytes, size);
         Ok(())
     }
 

@@ -108,7 +108,7 @@ impl RedisStore {
                 if single {
                     if let Some([size, count, bytes]) = reply.get(2..5) {
                         let parse = |n: &String| n.parse().unwrap_or(0);
-                        self.retainer.noted(parse(count), parse(bytes) as i64, parse(size));
+                        self.retainer.noted(1, parse(count), parse(bytes) as i64, parse(size));
                     }
                 } else if reindex || newly_finished {
                     let size = reply.get(2).and_then(|size| size.parse().ok()).unwrap_or(0);

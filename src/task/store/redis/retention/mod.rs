@@ -94,16 +94,16 @@ impl Retainer {
         retainer
     }
 
-    /// A write noted a finished task of `size` bytes, and its piece of the retention set now
-    /// holds `count` of them, `bytes` in all. If the fleet is over a limit by either estimate
+    /// A write noted `tasks` finished tasks of `size` bytes in all, and their piece of the
+    /// retention set now holds `count` of them, `bytes` in all. If the fleet is over a limit by either estimate
     /// (that many in every piece, as tasks spread evenly; or what this replica counted), the
     /// evictor runs, which counts exactly; this call does not wait for it. With one piece the
     /// first estimate is exact.
-    pub(super) fn noted(&self, count: u64, bytes: i64, size: u64) {
+    pub(super) fn noted(&self, tasks: u64, count: u64, bytes: i64, size: u64) {
         let pieces = self.pieces.len() as u64;
         let size = i64::try_from(size).unwrap_or(i64::MAX);
         let here = (
-            self.counted.0.fetch_add(1, Ordering::Relaxed).saturating_add(1),
+            self.counted.0.fetch_add(tasks, Ordering::Relaxed).saturating_add(tasks),
             self.counted.1.fetch_add(size, Ordering::Relaxed).saturating_add(size),
         );
         let count = count.saturating_mul(pieces).max(here.0);
