@@ -569,7 +569,34 @@ async fn a_born_finished_task_is_one_step_and_a_retry_of_it_counts_once() {
     assert_eq!(total, (done.encoded_len() + "working".len() + "completed".len()) as u64);
     let task_keys: Vec<String> = redis::cmd("KEYS").arg("*{born}:task").query_async(&mut conn).await.unwrap();
     let ttl: i64 = redis::cmd("PTTL").arg(&task_keys[0]).query_async(&mut conn).await.unwrap();
-    assert!(ttl > 0, "a finished task's keys expire after the retention age: {ttl}");
+    assert_eq!(ttl, -1, "on a single node retention, not a per-call PEXPIRE, bounds the keys");
+}
+
+#[tokio::test]
+async fn a_born_finished_task_without_a_ttl_still_goes_at_the_retention_age() {
+    let Some(server) = RedisServer::start() else { return };
+    let age = Retention { max_age: Duration::from_millis(400), ..Retention::default() };
+    let store = Arc::new(redis_store(&server.url(), age, Timeouts::default()).await);
+    let alice = owner("alice");
+    let done = task("aged", "ctx", TaskState::Completed, 7);
+    let events = [Bytes::from_static(b"working"), Bytes::from_static(b"completed")];
+    store.write_born_finished(&alice, &done, 2, &events, BOUNDS, false).await.unwrap();
+    assert!(store.get(&alice, "aged").await.unwrap().is_some(), "stored");
+
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // No TTL took it, and the evictor's age tick has not come yet: GetTask goes by `fin`.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move { redis::cmd("KEYS").arg("*{aged}*").query_async::<Vec<String>>(&mut conn).await.unwrap() }
+    };
+    assert_eq!(keys(&mut conn).await.len(), 2, "task and events still in Redis, with no TTL");
+    assert!(store.get(&alice, "aged").await.unwrap().is_none(), "past the age, GetTask finds it gone");
+    // ListTasks runs an eviction round first, which takes its keys with it.
+    let page = store.list(&alice, &TaskQuery { page_size: 10, ..TaskQuery::default() }).await.unwrap();
+    assert!(page.tasks.is_empty(), "past the age, ListTasks does not show it");
+    assert!(keys(&mut conn).await.is_empty(), "the evictor unlinked its keys");
 }
 
 #[tokio::test]

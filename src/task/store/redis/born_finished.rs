@@ -8,8 +8,11 @@
 //! Why no script is needed: the task's id was minted by this replica and nobody has been told
 //! it (its caller waits for this very write), so no other writer can exist and there is no
 //! seq, owner or lease to check. The commands are the ones `WRITE` would run minus its reads:
-//! the events, the Task with `fin`, the keys' expiry, the owner's index entries (a new task
-//! has no old ones to move) and the retention note. `MULTI` keeps them one step for readers,
+//! the events, the Task with `fin`, the owner's index entries (a new task has no old ones to
+//! move) and the retention note. On a single node the keys get no `PEXPIRE`: the note lands in
+//! the same `MULTI`, so the evictor (by count, bytes and age) bounds them, and a read of a task
+//! past the retention age finds it gone by its `fin` (`load_bytes`). On a cluster the note is
+//! another slot's `MULTI`, so the keys keep the age as their TTL there. `MULTI` keeps them one step for readers,
 //! the AOF and replicas (on a cluster, one step per slot: readers already tolerate an index
 //! entry whose task is not there yet, as on the cluster's scripted path). Only a first try
 //! takes this path: a retried write (its reply may have been lost after it landed) goes
@@ -49,9 +52,10 @@ pub(super) struct BornWrite {
     oid: String,
     seq: u64,
     event_bytes: u64,
-    /// When it finished (ms), and how long its keys live (ms).
+    /// When it finished (ms), and how long its keys live (ms): `None` on a single node, where
+    /// the retention note rides in the same `MULTI` and the evictor alone bounds the keys.
     now: u64,
-    ttl: u64,
+    ttl: Option<u64>,
     /// Its entry (`<position>:<task id>`) in its owner's index piece, and in its context's
     /// index (none when the task opened its context: ListTasks finds it by the meta hash).
     entry: String,
@@ -141,7 +145,9 @@ impl RedisStore {
             seq,
             event_bytes,
             now,
-            ttl,
+            // On a cluster the note goes in another slot's MULTI, which may fail after this
+            // one landed: the TTL keeps such a task from outliving the retention age.
+            ttl: self.is_cluster().then_some(ttl),
             entry: format!("{place}:{}", task.id),
             index: self.keys.owner_index(&shard),
             context_index: (task.context_id != task.id)
@@ -159,7 +165,7 @@ impl RedisStore {
 }
 
 impl BornWrite {
-    /// The commands on the task's own keys: its events, the Task, their expiry.
+    /// The commands on the task's own keys: its events, the Task, their expiry on a cluster.
     fn own_commands(&self, pipe: &mut Pipeline) {
         for (seq, event) in &self.events {
             pipe.cmd("XADD").arg(&self.events_key).arg("MAXLEN").arg("~").arg(self.max_events);
@@ -167,11 +173,12 @@ impl BornWrite {
         }
         pipe.cmd("HSET").arg(&self.task_key).arg("task").arg(&self.task[..]).arg("owner").arg(&self.oid);
         pipe.arg("seq").arg(self.seq).arg("bytes").arg(self.event_bytes).arg("fin").arg(self.now).ignore();
+        let Some(ttl) = self.ttl else { return };
         // Unwatched means no webhooks here (push is off), so no push hash either: only the
         // task key exists to expire.
         let expiring = [&self.task_key, &self.push_key, &self.events_key];
         for key in &expiring[..if self.unwatched { 1 } else { 3 }] {
-            pipe.cmd("PEXPIRE").arg(key).arg(self.ttl).ignore();
+            pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
         }
     }
 }

@@ -257,14 +257,18 @@ impl RedisStore {
         }
     }
 
-    /// The stored task's encoding and its seq, if it exists and belongs to `owner`.
+    /// The stored task's encoding and its seq, if it exists, belongs to `owner` and finished
+    /// no longer ago than the retention age (a born-finished task on a single node has no TTL:
+    /// the evictor takes it within an age tick, and until then `fin` says it is gone).
     async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
-        let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
+        let fields = ["task", "owner", "seq", "fin"];
+        let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&fields).to_owned();
         let before = self.redis.before_write().await;
-        let (bytes, stored_owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
+        let (bytes, stored_owner, seq, fin): (Option<Vec<u8>>, Option<String>, Option<u64>, Option<u64>) =
             self.redis.query("get", &cmd).await?;
+        let aged = fin.is_some_and(|fin| fin.saturating_add(millis(self.retention.max_age)) <= now_ms());
         match (bytes, stored_owner) {
-            (Some(bytes), Some(stored)) if stored == owner_id(owner) => {
+            (Some(bytes), Some(stored)) if stored == owner_id(owner) && !aged => {
                 // What a reader is shown must be replicated too (it may be a write in flight).
                 self.redis.replicated(before).await?;
                 Ok(Some((bytes, seq.unwrap_or(0))))
