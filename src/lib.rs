@@ -107,7 +107,8 @@
 //! - **Change what a call costs Redis** (docs/FLEET.md, "Write path cost"): the owner's
 //!   scripts in `task/store/redis/scripts.rs` (`WRITE`, fenced), the script-free write of a
 //!   task finished by its first write `task/store/redis/born_finished.rs` (chosen in
-//!   `fleet/mod.rs` `append`), retention's note and background evictor
+//!   `fleet/mod.rs` `append`; on a single node batched by `task/store/redis/group_commit.rs`,
+//!   its batch and in-flight bounds named there), retention's note and background evictor
 //!   `task/store/redis/retention/`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
 //!   and prove with `tests/store.rs` and `tests/fleet_faults.rs`.
 //! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a
