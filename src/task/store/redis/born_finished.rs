@@ -5,18 +5,18 @@
 //! index piece's, its retention piece's), the three sent at once, so a cluster's call runs no
 //! script either.
 //!
-//! Why no script is needed: the task's id was minted by this replica and nobody has been told
-//! it (its caller waits for this very write), so no other writer can exist and there is no
-//! seq, owner or lease to check. The commands are the ones `WRITE` would run minus its reads:
-//! the events, the Task with `fin`, the owner's index entries (a new task has no old ones to
-//! move) and the retention note. On a single node the keys get no `PEXPIRE`: the note lands in
-//! the same `MULTI`, so the evictor (by count, bytes and age) bounds them, and a read of a task
-//! past the retention age finds it gone by its `fin` (`load_bytes`). On a cluster the note is
-//! another slot's `MULTI`, so the keys keep the age as their TTL there. `MULTI` keeps them one step for readers,
-//! the AOF and replicas (on a cluster, one step per slot: readers already tolerate an index
-//! entry whose task is not there yet, as on the cluster's scripted path). Only a first try
-//! takes this path: a retried write (its reply may have been lost after it landed) goes
-//! through `WRITE`, whose seq check finds it written and whose note is not counted twice.
+//! Why no script is needed: the task's id was minted by this replica and nobody has been told it
+//! (its caller waits for this very write), so no other writer can exist and there is no seq, owner
+//! or lease to check. The commands are the ones `WRITE` would run minus its reads: the events, the
+//! Task with `fin`, the owner's index entries (a new task has no old ones to move) and the
+//! retention note. On a single node the keys get no `PEXPIRE`: the note lands in the same `MULTI`,
+//! so the evictor (by count, bytes and age) bounds them, and a read of a task past the retention
+//! age finds it gone by its `fin` (`load_bytes`). On a cluster the note is another slot's `MULTI`,
+//! so the keys keep the age as their TTL there. `MULTI` keeps them one step for readers, the AOF
+//! and replicas (on a cluster, one step per slot: readers already tolerate an index entry whose
+//! task is not there yet, as on the cluster's scripted path). Only a first try takes this path: a
+//! retried write (its reply may have been lost after it landed) goes through `WRITE`, whose seq
+//! check finds it written and whose note is not counted twice.
 //!
 //! When nobody could have seen the events but through the Task (`unwatched`: a blocking
 //! caller, no subscriber, no webhook), they are not written at all: the Task with its `seq`

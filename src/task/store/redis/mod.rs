@@ -24,8 +24,7 @@
 //! retention (a script each, sent together); a single node runs both in one script (`WRITE`). A
 //! task finished by its first write takes native commands instead (`born_finished.rs`): on a
 //! node one `MULTI` for it and whatever such tasks come meanwhile (`group_commit.rs`), on a
-//! cluster one per slot, all at once. Retention evicts in the
-//! background (`retention/`).
+//! cluster one per slot, all at once. Retention evicts in the background (`retention/`).
 //! Readers tolerate the window between them: an
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).

@@ -95,10 +95,10 @@ impl Retainer {
     }
 
     /// A write noted `tasks` finished tasks of `size` bytes in all, and their piece of the
-    /// retention set now holds `count` of them, `bytes` in all. If the fleet is over a limit by either estimate
-    /// (that many in every piece, as tasks spread evenly; or what this replica counted), the
-    /// evictor runs, which counts exactly; this call does not wait for it. With one piece the
-    /// first estimate is exact.
+    /// retention set now holds `count` of them, `bytes` in all. If the fleet is over a limit by
+    /// either estimate (that many in every piece, as tasks spread evenly; or what this replica
+    /// counted), the evictor runs, which counts exactly; this call does not wait for it. With one
+    /// piece the first estimate is exact.
     pub(super) fn noted(&self, tasks: u64, count: u64, bytes: i64, size: u64) {
         let pieces = self.pieces.len() as u64;
         let size = i64::try_from(size).unwrap_or(i64::MAX);
