@@ -25,15 +25,20 @@ use tracing_subscriber::{EnvFilter, Layer};
 static ALLOCATOR: a2a_server::allocator::Mimalloc = a2a_server::allocator::Mimalloc;
 
 #[tokio::main]
-async fn main() {
+async fn main() -> std::process::ExitCode {
     let config = Config::parse();
     let tracing = init_logging(&config);
     let result = run(config).await;
     tracing.shutdown();
-    if let Err(error) = result {
-        tracing::error!(%error, "a2a-server stopped");
-        eprintln!("a2a-server: {error}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // Returned, not `process::exit`: the runtime is dropped on the way out, and with it every
+        // exec command's process group (its supervisor's guard kills the group).
+        Err(error) => {
+            tracing::error!(%error, "a2a-server stopped");
+            eprintln!("a2a-server: {error}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 
@@ -206,6 +211,9 @@ async fn run(config: Config) -> Result<(), BoxError> {
         result => result?,
     };
 
+    // Before the listening line: a SIGTERM sent as soon as the server says it listens drains it,
+    // instead of killing it outright (and leaving an exec command's processes behind).
+    let signalled = shutdown_signal();
     println!(
         "a2a-server listening on {grpc_address} (gRPC lf.a2a.v1.A2AService{}), agent {:?}; card at {public_url}/.well-known/agent-card.json",
         if config.http_listen.is_some() { "" } else { ", JSON-RPC, HTTP+JSON" },
@@ -218,7 +226,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
     let drain_timeout = std::time::Duration::from_secs(config.drain_timeout_secs);
     let drain = running.drain(drain_timeout).delay(std::time::Duration::from_millis(config.drain_delay_ms));
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         drain.run().await;
     });
     let core = running.core().clone();
@@ -246,20 +254,28 @@ async fn reload_on_sighup(tls: Arc<Tls>) {
     let _ = tls;
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM. The handlers are installed by the call itself, not
+/// on the first poll, so no signal between the call and the first poll takes the default action.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let (interrupt, term) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+        async move {
+            let (Ok(mut interrupt), Ok(mut term)) = (interrupt, term) else {
+                tracing::warn!("cannot install the SIGINT/SIGTERM handlers; stop with SIGKILL");
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutting down");
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down");
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    }
 }

@@ -498,7 +498,6 @@ async fn a_missing_command_stops_start_up_with_a_clear_message() {
 
 #[tokio::test]
 async fn server_shutdown_leaves_no_process_behind() {
-    use std::io::{BufRead, BufReader};
     let scratch = Scratch::new();
     let (child_pid, leader_pid) = (scratch.path("child.pid"), scratch.path("leader.pid"));
     let script = scratch.path("script.sh");
@@ -507,34 +506,25 @@ async fn server_shutdown_leaves_no_process_behind() {
         format!("sleep 1000 &\necho $! > '{child_pid}'\necho $$ > '{leader_pid}'\nwait\n"),
     )
     .unwrap();
-    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-server"))
-        .args(["--listen", "127.0.0.1:0", "--agent", "exec", "--", "/bin/sh", &script])
-        .env_remove("A2A_LISTEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn a2a-server");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).expect("the listening line");
-    let address =
-        line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next()).expect("address");
+    let mut server = common::process::ServerProcess::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--agent",
+        "exec",
+        "--",
+        "/bin/sh",
+        &script,
+    ]);
     {
-        let mut client = A2aServiceClient::connect(format!("http://{address}")).await.expect("connect");
+        let mut client = A2aServiceClient::connect(server.url()).await.expect("connect");
         send_task(&mut client, send_returning_immediately("hi")).await;
     }
     let (child, leader) = (pid_in(&child_pid).await, pid_in(&leader_pid).await);
     assert!(alive(child) && alive(leader));
 
-    // SAFETY: kill only sends a signal to the server process this test started.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::kill(server.id() as i32, libc::SIGTERM)
-    };
-    let deadline = Instant::now() + PATIENCE;
-    while server.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < deadline, "the server did not stop");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    server.terminate();
+    // A clean exit, not death by the signal: only a drained server drops its commands' groups.
+    assert_eq!(server.exit_code().await, 0, "stderr:\n{}", server.stderr());
     assert_gone(leader, "the command").await;
     assert_gone(child, "the command's child").await;
 }

@@ -82,3 +82,18 @@ async fn running_tasks_are_cancelled_when_the_drain_timeout_passes() {
     }
     assert_eq!(process.exit_code().await, 0);
 }
+
+/// A SIGTERM that comes the moment the server has said it listens (a supervisor that stops a
+/// replica it has just started) drains it like any other: exit code 0, not death by the signal.
+#[tokio::test]
+async fn a_sigterm_right_after_the_listening_line_still_drains() {
+    for _ in 0..10 {
+        let (mut process, _) = start(5);
+        let pid = libc::pid_t::try_from(process.pid()).expect("a pid");
+        // SAFETY: kill only sends a signal, to the server process this test started.
+        #[allow(unsafe_code)]
+        let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(sent, 0, "kill -TERM {pid}");
+        assert_eq!(process.exit_code().await, 0, "stderr:\n{}", process.stderr());
+    }
+}
