@@ -189,6 +189,83 @@ async fn replies_are_kept_like_finished_tasks(url: &str) {
     }
 }
 
+/// A task that opened its context (the context bears its id, as when the client sent none)
+/// has no entry in that context's index, by either write path: ListTasks finds it through the
+/// meta hash, and no key is born and deleted with every such task. Its retention member says
+/// so (an empty context), so eviction sends no `ZREM` for it; a task in another's context has
+/// its entry, which goes with it.
+#[tokio::test]
+async fn a_task_that_opened_its_context_has_no_context_index_key() {
+    let Some(server) = RedisServer::start() else { return };
+    let kept = Retention { max_finished: 5, ..Retention::default() };
+    let store = redis_store(&server.url(), kept, Timeouts::default()).await;
+    let alice = owner("alice");
+    let e = || Bytes::from_static(b"e");
+    // Born finished (odd) and through the fenced script (even); o3 runs before it finishes.
+    write(&store, &task("o1", "o1", TaskState::Completed, 1), e(), 1).await;
+    write(&store, &task("o2", "o2", TaskState::Completed, 2), e(), 2).await;
+    store
+        .append(&alice, &task("o3", "o3", TaskState::Working, 3), 1, e(), BOUNDS, None)
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .append(&alice, &task("o3", "o3", TaskState::Completed, 4), 2, e(), BOUNDS, None)
+        .await
+        .unwrap()
+        .unwrap();
+    write(&store, &task("f1", "o1", TaskState::Completed, 5), e(), 3).await;
+
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let contexts = |mut conn: redis::aio::MultiplexedConnection| async move {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*:ctx:*").query_async(&mut conn).await.unwrap();
+        keys
+    };
+    let keys = contexts(conn.clone()).await;
+    let [only] = keys.as_slice() else { panic!("only o1's context, for f1: {keys:?}") };
+    assert!(only.ends_with(":ctx:o1"), "{only}");
+    let entries: Vec<String> =
+        redis::cmd("ZRANGE").arg(only).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+    assert!(matches!(entries.as_slice(), [entry] if entry.ends_with(":f1")), "{entries:?}");
+
+    let listed = |context: &str| {
+        let query = TaskQuery { page_size: 10, context_id: Some(context.into()), ..TaskQuery::default() };
+        let (store, alice) = (&store, &alice);
+        async move {
+            let page = store.list(alice, &query).await.unwrap();
+            let mut ids: Vec<String> = page.tasks.iter().map(|t| t.id.clone()).collect();
+            ids.sort();
+            (ids, page.total)
+        }
+    };
+    assert_eq!(listed("o1").await, (vec!["f1".to_owned(), "o1".to_owned()], 2));
+    assert_eq!(listed("o2").await, (vec!["o2".to_owned()], 1));
+    assert_eq!(listed("o3").await, (vec!["o3".to_owned()], 1));
+
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*finished*").query_async(&mut conn).await.unwrap();
+    let set = keys.iter().find(|k| !k.ends_with(":sizes")).expect("the retention set");
+    let members: Vec<String> =
+        redis::cmd("ZRANGE").arg(set).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+    for member in &members {
+        let context = member.rsplit('|').nth(1).unwrap();
+        let expected = if member.contains("/f1|") { "o1" } else { "" };
+        assert_eq!(context, expected, "{member}");
+    }
+
+    // Five more openers under a cap of five: the four above go, and with them every context
+    // index entry there was.
+    for i in 1..=5 {
+        write(&store, &task(&format!("n{i}"), &format!("n{i}"), TaskState::Completed, 5 + i), e(), i).await;
+    }
+    for id in ["o1", "o2", "o3", "f1"] {
+        evicted_soon(&store, &alice, id, "over 5, the oldest").await;
+    }
+    let left = contexts(conn.clone()).await;
+    assert!(left.is_empty(), "no context index is left: {left:?}");
+    assert_eq!(listed("n2").await, (vec!["n2".to_owned()], 1));
+}
+
 /// A store that keeps 3 finished tasks.
 async fn capped_store(url: &str) -> a2a_server::task::store::RedisStore {
     redis_store(url, Retention { max_finished: 3, ..Retention::default() }, Timeouts::default()).await

@@ -30,7 +30,7 @@ use bytes::Bytes;
 use redis::Pipeline;
 
 use super::fleet::StreamBounds;
-use super::keys::{encode, owner_id, position};
+use super::keys::{encode, indexes_context, owner_id, position};
 use super::retention::Retainer;
 use super::{RedisStore, retention, status_nanos};
 use crate::call::Owner;
@@ -150,7 +150,7 @@ impl RedisStore {
             ttl: self.is_cluster().then_some(ttl),
             entry: format!("{place}:{}", task.id),
             index: self.keys.owner_index(&shard),
-            context_index: (task.context_id != task.id)
+            context_index: indexes_context(&context, &task.id)
                 .then(|| self.keys.context_index(&shard, &task.context_id)),
             meta: self.keys.owner_meta(&shard),
             task_id: task.id.clone(),

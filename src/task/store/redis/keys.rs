@@ -34,6 +34,14 @@ pub fn owner_from_id(oid: &str) -> Option<Owner> {
     Some(Owner { tenant: decode(tenant)?, principal: decode(principal)? })
 }
 
+/// Whether a task with context `encoded_context` has an entry in its context index. A task
+/// that opened its context (the context bears its id) has none: ListTasks finds it through the
+/// meta hash (`scripts.rs` `LIST`), and every new context would otherwise be a key born with
+/// the task and deleted with it. The scripts apply the same test (`ctx ~= id`).
+pub fn indexes_context(encoded_context: &str, task_id: &str) -> bool {
+    encoded_context != task_id
+}
+
 /// What [`encode`] encoded; `None` if it is not UTF-8 after decoding.
 pub fn decode(encoded: &str) -> Option<String> {
     percent_encoding::percent_decode_str(encoded).decode_utf8().ok().map(|c| c.into_owned())
@@ -188,6 +196,7 @@ impl Keys {
     }
 
     /// The prefix of the owner's context index keys (the script appends the encoded context).
+    /// A task has an entry there only when [`indexes_context`] says so.
     pub fn context_index_prefix(&self, shard: &Shard) -> String {
         self.shard_key(shard, "ctx:")
     }

@@ -17,7 +17,8 @@ use redis::Script;
 ///   ('' = no lease check), events from A[from]. Returns {reason, detail} when refused, else
 ///   {'ok', newly finished, bytes the task holds (task + every event appended)}.
 /// - `index(all, meta, ctx_prefix, id, position, state, ctx)`: moves a task to its place in its
-///   owner's indexes.
+///   owner's indexes (a context's index only if the task did not open it: `keys.rs`
+///   `indexes_context`).
 /// - `note(set, sizes, member, now, size)`: notes a finished task for retention (once: a
 ///   retried note adds nothing); returns {finished tasks, their bytes}, which the caller
 ///   compares with the limits to wake the evictor (`retention/`).
@@ -74,7 +75,7 @@ local function index(all, meta, ctx_prefix, id, position, state, ctx)
     redis.call('ZREM', ctx_prefix .. old_ctx, old_position .. ':' .. id)
   end
   redis.call('ZADD', all, 0, position .. ':' .. id)
-  redis.call('ZADD', ctx_prefix .. ctx, 0, position .. ':' .. id)
+  if ctx ~= id then redis.call('ZADD', ctx_prefix .. ctx, 0, position .. ':' .. id) end
   redis.call('HSET', meta, id, new)
   return 1
 end
@@ -182,6 +183,7 @@ if ARGV[9] == '1' or appended[2] == '1' then
 end
 if appended[2] == '1' then
   local context = ARGV[13]
+  if context == ARGV[14] then context = '' end
   if ARGV[17] ~= '' then context = context .. '&' .. ARGV[17] end
   local member = ARGV[15] .. '|' .. ARGV[11] .. '|' .. context .. '|' .. appended[3]
   local noted = note(KEYS[7], KEYS[8], member, ARGV[4], appended[3])

@@ -1,14 +1,15 @@
 //! The retention member: what the set's entry for a finished task says, so eviction needs
 //! no read of the task (see the module doc of `retention`, "The member").
 use crate::proto::{Role, Task};
-use crate::task::store::redis::keys::encode;
+use crate::task::store::redis::keys::{encode, indexes_context};
 
 /// The retention member of a finished task; see the module doc. `sent`: the encoded
 /// `messageId` whose SendMessage record goes with the task, after the context and a `&` (which
 /// encoding never leaves in either): so a replica of the version before, still evicting during
 /// a rolling upgrade, reads the size where it always was and keeps the bytes exact (it only
 /// misses the context index entry and the record, which a listing and the record's expiry
-/// then clear).
+/// then clear). The context is left out (empty) when the task opened it, as then it has no
+/// context index entry for eviction to remove (`keys.rs` `indexes_context`).
 pub(in crate::task::store::redis) fn member(
     size: u64,
     position: &str,
@@ -17,6 +18,7 @@ pub(in crate::task::store::redis) fn member(
     task_id: &str,
     sent: Option<&str>,
 ) -> String {
+    let encoded_context = if indexes_context(encoded_context, task_id) { encoded_context } else { "" };
     match sent {
         Some(sent) => format!("{oid}/{task_id}|{position}|{encoded_context}&{sent}|{size}"),
         None => format!("{oid}/{task_id}|{position}|{encoded_context}|{size}"),
@@ -94,6 +96,10 @@ mod tests {
             (old.oid, old.task_id, old.place, old.size, old.sent),
             ("t:alice", "task|1", None, None, None)
         );
+        let opener = member(7, position, "t1", "t:alice", "t1", Some("m"));
+        let opener = parse(&opener).expect("an opener");
+        assert_eq!(opener.place, Some((position, "")), "no context entry to remove");
+        assert_eq!(opener.sent, Some("m"));
         assert!(parse("garbage").is_none());
     }
 }

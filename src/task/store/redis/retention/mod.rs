@@ -23,7 +23,9 @@
 //! # The member
 //! `<owner id>/<task id>|<position>|<encoded context>|<size>`: the size, so eviction needs no
 //! per-task sizes hash, and the task's place in its owner's indexes (final once finished), so
-//! its entries go with native `ZREM`/`HDEL` and no read. Owner and task come first so tasks
+//! its entries go with native `ZREM`/`HDEL` and no read. The context is empty when the task
+//! opened it: such a task has no context index entry (`keys.rs` `indexes_context`), and a
+//! `ZREM` of a key that does not exist still costs Redis a command per evicted task. Owner and task come first so tasks
 //! finished in the same millisecond go in the order of their ids, as before. Members noted
 //! before this format (`<owner id>/<task id>`, their size in the sizes hash) are still
 //! evicted correctly: a new member is told by its 32-hex-digit position.
@@ -317,11 +319,14 @@ impl Retainer {
             match task.place {
                 Some((position, context)) => {
                     let entry = format!("{position}:{}", task.task_id);
-                    let key = format!("{}{context}", self.keys.context_index_prefix(shard));
-                    contexts
-                        .entry(context)
-                        .or_insert_with(|| redis::cmd("ZREM").arg(key).to_owned())
-                        .arg(&entry);
+                    // An empty context: the task opened it and has no entry there.
+                    if !context.is_empty() {
+                        let key = format!("{}{context}", self.keys.context_index_prefix(shard));
+                        contexts
+                            .entry(context)
+                            .or_insert_with(|| redis::cmd("ZREM").arg(key).to_owned())
+                            .arg(&entry);
+                    }
                     all.arg(entry);
                     meta.arg(task.task_id);
                     placed += 1;
