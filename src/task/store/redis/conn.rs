@@ -259,7 +259,10 @@ impl Redis {
     pub async fn before_write(&self) -> u64 {
         match (&self.link, &self.acks) {
             (Some(link), Some(_)) => {
-                let opening = tokio::time::timeout(self.timeouts.connect, link.live()).await;
+                // Boxed: opening a link is a large future (kilobytes), and every write's future
+                // would carry it, and copy it at each await that moves it, for the rare call
+                // that needs it.
+                let opening = Box::pin(tokio::time::timeout(self.timeouts.connect, link.live())).await;
                 opening.ok().and_then(Result::ok).map_or(0, |live| live.generation)
             }
             _ => 0,
