@@ -4,8 +4,9 @@
 //! The benchmark starts its own `redis-server` on a free loopback port (no RDB, no AOF), or
 //! with `--redis-cluster NODES` a Redis Cluster of that many ([`redis_cluster`]), or with
 //! `--redis-replicas R` one with R replicas online ([`redis_replicas`]), N replicas
-//! of `--spawn-server` on it (`--store redis://…` or `redis+cluster://…`, a key prefix of their
-//! own) and one `--store memory` server, and stops them all at the end, on an error, or on
+//! of `--spawn-server` on it (`--store redis://…` or `redis+cluster://…`, with the default key
+//! prefix: the Redis is theirs alone, and every byte of a longer prefix, in every key of every
+//! command, would be measured as the store's cost) and one `--store memory` server, and stops them all at the end, on an error, or on
 //! Ctrl-C (every child is killed when its handle drops). Each scenario runs on the fleet and on the memory
 //! server in turn, `--repeat` times, and reports medians; the table's `memory` column is the
 //! same scenario with every "replica" being that one server, so `redis/mem` is the fleet's
@@ -92,11 +93,11 @@ pub async fn run(args: &Args, plan: &Plan, run: &mut RunState) -> Result<Vec<Row
     base.extend(crate::process::LIFTED_LIMITS.map(String::from));
     let redis = RedisNodes::start(&p.redis_server, p.redis_cluster, p.redis_replicas).await?;
     eprintln!("a2a-bench: started {}", redis.describe());
-    let prefix = format!("a2a-bench-{}-{}", std::process::id(), unique());
     let mut processes = Vec::new();
     for i in 0..p.replicas {
         let mut server_args = base.clone();
-        server_args.extend(["--store".into(), redis.url(), "--redis-prefix".into(), prefix.clone()]);
+        // The default prefix, named so that an A2A_REDIS_PREFIX in the environment does not apply.
+        server_args.extend(["--store".into(), redis.url(), "--redis-prefix".into(), "a2a".into()]);
         server_args.extend(["--replica-id".into(), format!("bench-{i}")]);
         server_args.extend(args.server_args.iter().cloned());
         let process = ServerProcess::spawn(program, &server_args).await?;
@@ -246,9 +247,4 @@ fn idle_row(binding: &str, p: &FleetParams, background: &Background) -> Row {
     };
     let params = format!("replicas={}{on} over {:.1} s", p.replicas, p.idle.as_secs_f64());
     report::rows("fleet-idle", binding, &params, Some(&measured), None).remove(0)
-}
-
-/// A number that differs between runs of the benchmark, for the key prefix.
-fn unique() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
