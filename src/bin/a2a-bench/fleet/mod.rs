@@ -6,14 +6,14 @@
 //! `--redis-replicas R` one with R replicas online ([`redis_replicas`]), N replicas
 //! of `--spawn-server` on it (`--store redis://…` or `redis+cluster://…`, with the default key
 //! prefix: the Redis is theirs alone, and every byte of a longer prefix, in every key of every
-//! command, would be measured as the store's cost) and one `--store memory` server, and stops them all at the end, on an error, or on
-//! Ctrl-C (every child is killed when its handle drops). Each scenario runs on the fleet and on the memory
-//! server in turn, `--repeat` times, and reports medians; the table's `memory` column is the
-//! same scenario with every "replica" being that one server, so `redis/mem` is the fleet's
-//! cost. Redis's own commands and CPU are read around the measured part of each scenario
-//! ([`probe`]), summed over its nodes, net of what the idle fleet sends anyway (leases,
-//! inboxes); on a cluster, with how evenly they spread over the nodes; with Redis replicas,
-//! their CPU beside the primary's.
+//! command, would be measured as the store's cost) and one `--store memory` server, and stops
+//! them all at the end, on an error, or on Ctrl-C (every child is killed when its handle
+//! drops). Each scenario runs on the fleet and on the memory server in turn, `--repeat` times,
+//! and reports medians; the table's `memory` column is the same scenario with every "replica"
+//! being that one server, so `redis/mem` is the fleet's cost. Redis's own commands and CPU are
+//! read around the measured part of each scenario ([`probe`]), summed over its nodes, net of
+//! what the idle fleet sends anyway (leases, inboxes); on a cluster, with how evenly they
+//! spread over the nodes; with Redis replicas, their CPU beside the primary's.
 //!
 //! The scenarios themselves are in [`scenarios`].
 mod probe;

@@ -25,8 +25,9 @@
 //! per-task sizes hash, and the task's place in its owner's indexes (final once finished), so
 //! its entries go with native `ZREM`/`HDEL` and no read. The context is empty when the task
 //! opened it: such a task has no context index entry (`keys.rs` `indexes_context`), and a
-//! `ZREM` of a key that does not exist still costs Redis a command per evicted task. Owner and task come first so tasks
-//! finished in the same millisecond go in the order of their ids, as before. Members noted
+//! `ZREM` of a key that does not exist still costs Redis a command per evicted task. Owner and
+//! task come first so tasks finished in the same millisecond go in the order of their ids, as
+//! before. Members noted
 //! before this format (`<owner id>/<task id>`, their size in the sizes hash) are still
 //! evicted correctly: a new member is told by its 32-hex-digit position.
 //!
