@@ -27,9 +27,8 @@
 //! opened it: such a task has no context index entry (`keys.rs` `indexes_context`), and a
 //! `ZREM` of a key that does not exist still costs Redis a command per evicted task. Owner and
 //! task come first so tasks finished in the same millisecond go in the order of their ids, as
-//! before. Members noted
-//! before this format (`<owner id>/<task id>`, their size in the sizes hash) are still
-//! evicted correctly: a new member is told by its 32-hex-digit position.
+//! before. Members noted before this format (`<owner id>/<task id>`, their size in the sizes
+//! hash) are still evicted correctly: a new member is told by its 32-hex-digit position.
 //!
 //! A task's context is followed by `&<encoded messageId>`: the SendMessage record of the
 //! message that made it (`sent.rs`) goes with the task (`member.rs` says why there). A direct
