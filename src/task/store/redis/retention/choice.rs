@@ -14,7 +14,8 @@ pub(in crate::task::store::redis) enum RetainFor {
     /// one per second per task; the keys expire by themselves meanwhile).
     Background,
     /// The evictor, woken by a write that found the fleet over a limit: as `Background`, but
-    /// some go for sure, so the first look reads the oldest members too (one round trip less).
+    /// some go for sure, so the first look reads the oldest members too (one round trip less),
+    /// and its rounds go on to 1/64 below the limit (see [`limits`]).
     Over,
     /// A read (ListTasks): every expired task goes now.
     Read,
@@ -95,20 +96,22 @@ impl Look {
 }
 
 /// The fleet's totals from every piece, and what retention keeps of them: (count, bytes,
-/// expired that may go now, count to keep, bytes to keep). Over the count or the bytes,
-/// eviction goes to 1/64 below the limit, so it comes in batches, not one task per finished
-/// task; expired tasks go once there are enough of them for `why`.
+/// expired that may go now, count to keep, bytes to keep). Over the count or the bytes (or
+/// woken by a write that was), eviction goes to 1/64 below the limit, so it comes in batches,
+/// not one task per finished task; expired tasks go once there are enough of them for `why`.
 fn limits(looks: &[Look], retention: &Retention, why: RetainFor) -> (u64, i64, u64, u64, i64) {
     let count: u64 = looks.iter().map(|l| l.count).sum();
     let bytes: i64 = looks.iter().map(|l| l.bytes).sum();
     let expired: u64 = looks.iter().map(|l| l.expired).sum();
     let max_count = retention.max_finished as u64;
     let max_bytes = i64::try_from(retention.max_bytes).unwrap_or(i64::MAX);
-    let (keep_count, keep_bytes) = if count > max_count || bytes > max_bytes {
-        (max_count - max_count / 64, max_bytes - max_bytes / 64)
-    } else {
-        (count, bytes)
-    };
+    let low = (max_count - max_count / 64, max_bytes - max_bytes / 64);
+    // A wake by a write over a limit goes on to the low mark even once the first of its
+    // rounds is under the limit: else its second round found nothing to take (one look
+    // wasted per wake).
+    let draining = matches!(why, RetainFor::Over) && (count > low.0 || bytes > low.1);
+    let (keep_count, keep_bytes) =
+        if count > max_count || bytes > max_bytes || draining { low } else { (count, bytes) };
     let expired = if expired < why.age_slack(retention.max_finished) as u64 { 0 } else { expired };
     (count, bytes, expired, keep_count, keep_bytes)
 }
@@ -191,6 +194,23 @@ mod tests {
         // A read takes every expired one; the background evictor waits for 640/64 of them.
         assert_eq!(names(&choose(&looks, &retention, RetainFor::Read)), [vec!["a"], vec!["b"]]);
         assert!(choose(&looks, &retention, RetainFor::Background).iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn a_wake_by_a_write_over_the_limit_goes_on_to_the_low_mark() {
+        let retention =
+            Retention { max_finished: 640, max_age: Duration::from_secs(3600), max_bytes: 1 << 30 };
+        let members: Vec<String> = (0..40).map(|i| format!("m{i:03}")).collect();
+        let oldest: Vec<(f64, &str, i64)> = members.iter().map(|m| (1.0, m.as_str(), 1)).collect();
+        // 635 held: under the limit (640) after a first round, above its low mark (630).
+        let looks = [look(635, 0, &oldest)];
+        assert_eq!(choose(&looks, &retention, RetainFor::Over)[0].len(), 5, "on to 630");
+        assert_eq!(wanted(&looks, &retention, RetainFor::Over), Some(5));
+        for why in [RetainFor::Background, RetainFor::Read] {
+            assert!(choose(&looks, &retention, why)[0].is_empty(), "under the limit, nothing goes");
+            assert_eq!(wanted(&looks, &retention, why), None);
+        }
+        assert_eq!(wanted(&[look(630, 0, &oldest)], &retention, RetainFor::Over), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@
 //! keeps (measured: 52,000 records beside 11,000 tasks after 4 s of load); a retry after its
 //! task left retention runs anew either way (docs/FLEET.md, "Idempotent SendMessage").
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -82,6 +82,11 @@ pub(super) struct Retainer {
     /// The fleet's finished tasks and their bytes as this replica's last round counted them,
     /// plus what it noted since: with pieces, a write's reply tells only its own piece.
     counted: (AtomicU64, AtomicI64),
+    /// A write found the fleet over a limit since the last look began. A wake whose every
+    /// such write a look has seen since (the rounds it set off have run) looks no more: under
+    /// load, writes during the rounds left a wake behind them, and each such look found
+    /// nothing to take (measured: 2.2 looks per take).
+    over: AtomicBool,
     wake: Arc<Notify>,
 }
 
@@ -91,7 +96,8 @@ impl Retainer {
         let wake = Arc::new(Notify::new());
         let pieces = keys.finished_shards();
         let counted = (AtomicU64::new(0), AtomicI64::new(0));
-        let retainer = Arc::new(Self { redis, keys, retention, pieces, counted, wake: wake.clone() });
+        let over = AtomicBool::new(false);
+        let retainer = Arc::new(Self { redis, keys, retention, pieces, counted, over, wake: wake.clone() });
         tokio::spawn(evictor(Arc::downgrade(&retainer), wake));
         retainer
     }
@@ -113,6 +119,8 @@ impl Retainer {
         let over_count = usize::try_from(count).map_or(true, |count| count > self.retention.max_finished);
         let over_bytes = usize::try_from(bytes).is_ok_and(|bytes| bytes > self.retention.max_bytes);
         if over_count || over_bytes {
+            // The flag before the wake: a wake never finds it unset for a write not yet looked at.
+            self.over.store(true, Ordering::SeqCst);
             self.wake.notify_one();
         }
     }
@@ -137,6 +145,8 @@ impl Retainer {
         let cutoff = now_ms().saturating_sub(millis(self.retention.max_age));
         // Counts first (a few bytes per piece); the oldest members only if some must go.
         let every: Vec<usize> = (0..self.pieces.len()).collect();
+        // Every write that found the fleet over before this is in what the look reads.
+        self.over.store(false, Ordering::SeqCst);
         let first = if eager { (EVICT_BATCH.div_ceil(every.len()) + 1).min(EVICT_BATCH) } else { 0 };
         let mut looks = self.look(cutoff, &every, first).await?;
         let Some(candidates) = wanted(&looks, &self.retention, why) else {
@@ -354,6 +364,9 @@ async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>) {
             () = tokio::time::sleep(AGE_TICK) => RetainFor::Background,
         };
         let Some(retainer) = retainer.upgrade() else { return };
+        if matches!(why, RetainFor::Over) && !retainer.over.load(Ordering::SeqCst) {
+            continue;
+        }
         if let Err(error) = retainer.rounds(why).await {
             tracing::debug!(%error, "retention round failed; the next tick tries again");
         }
