@@ -41,9 +41,10 @@
 //! Retries pay their polling.
 //!
 //! ## Limits, argued
-//! - A record lasts the retention age from its claim (Redis `PX`; the memory store also drops
-//!   the oldest beyond retention's count and reply bytes). A retry after that, or after its
-//!   task left retention, runs anew.
+//! - A record lasts the retention age from its claim (Redis `PX`, which a task born finished on
+//!   one Redis node takes away, as retention then drops the record with the task; the memory
+//!   store also drops the oldest beyond retention's count and reply bytes). A retry after
+//!   that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
 //! - A call dropped by its client while its new task's agent has not sent a first event for

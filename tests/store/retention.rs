@@ -95,6 +95,16 @@ async fn a_tasks_sendmessage_record_goes_with_it_on_a_node() {
     let held: u64 = left.iter().map(|m| m.rsplit('|').next().unwrap().parse::<u64>().unwrap()).sum();
     let total: u64 = redis::cmd("HGET").arg(sizes).arg("#").query_async(&mut conn).await.unwrap();
     assert_eq!(total, held, "bytes of {left:?}");
+    // On a node the record of a task born finished has no expiry: retention governs it, as
+    // it does the task (an expiry costs Redis a look-up per key it deletes). A task finished
+    // by the fenced script keeps the expiry on its record, as on its own keys.
+    for (i, governed) in [(3, true), (4, false), (5, true)] {
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg(format!("*sent:m{i}%*")).query_async(&mut conn).await.unwrap();
+        assert_eq!(keys.len(), 1, "t{i}'s record: {keys:?}");
+        let ttl: i64 = redis::cmd("PTTL").arg(&keys[0]).query_async(&mut conn).await.unwrap();
+        assert_eq!(ttl == -1, governed, "t{i}'s record expires in {ttl} ms");
+    }
 }
 
 #[tokio::test]

@@ -9,14 +9,16 @@
 //! (its caller waits for this very write), so no other writer can exist and there is no seq, owner
 //! or lease to check. The commands are the ones `WRITE` would run minus its reads: the events, the
 //! Task with `fin`, the owner's index entries (a new task has no old ones to move) and the
-//! retention note. On a single node the keys get no `PEXPIRE`: the note lands in the same `MULTI`,
-//! so the evictor (by count, bytes and age) bounds them, and a read of a task past the retention
-//! age finds it gone by its `fin` (`load_bytes`). On a cluster the note is another slot's `MULTI`,
-//! so the keys keep the age as their TTL there. `MULTI` keeps them one step for readers, the AOF
-//! and replicas (on a cluster, one step per slot: readers already tolerate an index entry whose
-//! task is not there yet, as on the cluster's scripted path). Only a first try takes this path: a
-//! retried write (its reply may have been lost after it landed) goes through `WRITE`, whose seq
-//! check finds it written and whose note is not counted twice.
+//! retention note. On a single node the keys get no `PEXPIRE`, and the SendMessage record of the
+//! message that made the task loses its expiry (`PERSIST`): the note, which names the record,
+//! lands in the same `MULTI`, so the evictor (by count, bytes and age) bounds them all, and a
+//! read of a task past the retention age finds it gone by its `fin` (`load_bytes`). On a
+//! cluster the note is another slot's `MULTI`, so the keys keep the age as their TTL there.
+//! `MULTI` keeps them one step for readers, the AOF and replicas (on a cluster, one step per
+//! slot: readers already tolerate an index entry whose task is not there yet, as on the
+//! cluster's scripted path). Only a first try takes this path: a retried write (its reply may
+//! have been lost after it landed) goes through `WRITE`, whose seq check finds it written and
+//! whose note is not counted twice.
 //!
 //! When nobody could have seen the events but through the Task (`unwatched`: a blocking
 //! caller, no subscriber, no webhook), they are not written at all: the Task with its `seq`
@@ -65,6 +67,9 @@ pub(super) struct BornWrite {
     meta: String,
     task_id: String,
     meta_value: String,
+    /// The SendMessage record of the message that made the task, when its retention member
+    /// names it and the record is to lose its expiry (on a single node; see `own_commands`).
+    persist: Option<String>,
     /// The retention piece (set and sizes hash), the task's member there, and its bytes.
     finished: String,
     finished_sizes: String,
@@ -155,6 +160,10 @@ impl RedisStore {
             meta: self.keys.owner_meta(&shard),
             task_id: task.id.clone(),
             meta_value: format!("{state}|{place}|{context}"),
+            persist: made_by
+                .as_deref()
+                .filter(|_| !self.is_cluster())
+                .map(|message| self.keys.sent_encoded(&oid, message)),
             finished: self.keys.finished(&finished),
             finished_sizes: self.keys.finished_sizes(&finished),
             member,
@@ -173,6 +182,12 @@ impl BornWrite {
         }
         pipe.cmd("HSET").arg(&self.task_key).arg("task").arg(&self.task[..]).arg("owner").arg(&self.oid);
         pipe.arg("seq").arg(self.seq).arg("bytes").arg(self.event_bytes).arg("fin").arg(self.now).ignore();
+        if let Some(record) = &self.persist {
+            // Retention now governs the record (the member noted in this MULTI names it), as it
+            // does the task. A key with an expiry costs every key Redis deletes or reads a
+            // look-up in the expiry table, one per call's record: 7 % of Redis's CPU at the cap.
+            pipe.cmd("PERSIST").arg(record).ignore();
+        }
         let Some(ttl) = self.ttl else { return };
         // Unwatched means no webhooks here (push is off), so no push hash either: only the
         // task key exists to expire.

@@ -11,7 +11,7 @@
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
 //! | `P:{o:<owner>}:meta` | HASH | task id → `<state>\|<position>\|<context>` | none |
-//! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim |
+//! | `P:{o:<owner>}:sent:<message id>` | STRING | what the owner's `messageId` stands for (`sent.rs`) | retention age from its claim (none once its task is written born finished on a node) |
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>[&<messageId>]\|<size>` scored by finish time (ms) (`retention/`) | none |
 //! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
