@@ -36,7 +36,8 @@ pub(super) struct Look {
     pub(super) bytes: i64,
     /// Members older than the retention age.
     pub(super) expired: u64,
-    /// The oldest members: (score, member, size), oldest first.
+    /// The oldest members: (score, or rank when the set is in one piece; member; size),
+    /// oldest first.
     pub(super) oldest: Vec<(f64, String, i64)>,
 }
 
@@ -45,14 +46,16 @@ pub(super) fn malformed(what: &str) -> A2aError {
 }
 
 impl Look {
-    /// From the replies to `ZCARD`, `HGET sizes #`, `ZCOUNT` and (if asked) `ZRANGE … WITHSCORES`;
-    /// with where in `oldest` the members of the old form are, whose size (0 here) is in the
-    /// sizes hash.
+    /// From the replies to `ZCARD`, `HGET sizes #`, `ZCOUNT` and (if asked) `ZRANGE`, `scored`
+    /// if `WITHSCORES`; with where in `oldest` the members of the old form are, whose size (0
+    /// here) is in the sizes hash. Unscored members get their rank as their score: the order
+    /// of one piece is all [`choose`] needs of them.
     pub(super) fn parse(
         count: Option<Value>,
         bytes: Option<Value>,
         expired: Option<Value>,
         members: Option<Value>,
+        scored: bool,
     ) -> Result<(Self, Vec<usize>), A2aError> {
         let int = |value: Option<Value>| match value {
             None => Err(malformed("too short")),
@@ -66,7 +69,14 @@ impl Look {
         };
         // RESP2 answers a flat member, score, member, …; RESP3 a pair per member.
         let flat = values.iter().all(|value| !matches!(value, Value::Array(_)));
-        let pairs: Vec<(String, f64)> = if flat {
+        let pairs: Vec<(String, f64)> = if !scored {
+            let members: Vec<String> = values
+                .into_iter()
+                .map(redis::from_redis_value)
+                .collect::<Result<_, _>>()
+                .map_err(|e| malformed(&e.to_string()))?;
+            members.into_iter().zip((0..).map(f64::from)).collect()
+        } else if flat {
             let mut pairs = Vec::with_capacity(values.len() / 2);
             let mut values = values.into_iter();
             while let (Some(member), Some(score)) = (values.next(), values.next()) {
@@ -211,6 +221,22 @@ mod tests {
             assert_eq!(wanted(&looks, &retention, why), None);
         }
         assert_eq!(wanted(&[look(630, 0, &oldest)], &retention, RetainFor::Over), None);
+    }
+
+    #[test]
+    fn a_lone_pieces_members_come_unscored_in_their_order() {
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        let position = "0123456789abcdef0123456789abcdef";
+        let (b, a) = (format!("t:o/b|{position}||7"), format!("t:o/a|{position}||9"));
+        let members = Value::Array(vec![bulk(&b), bulk(&a)]);
+        let (count, bytes, expired) = (Some(Value::Int(2)), Some(Value::Int(16)), Some(Value::Int(0)));
+        let (look, old_form) = Look::parse(count, bytes, expired, Some(members), false).unwrap();
+        assert!(old_form.is_empty());
+        let oldest: Vec<(f64, &str, i64)> =
+            look.oldest.iter().map(|(s, m, z)| (*s, m.as_str(), *z)).collect();
+        assert_eq!(oldest, [(0.0, b.as_str(), 7), (1.0, a.as_str(), 9)], "Redis's order, not the members'");
+        let retention = Retention { max_finished: 1, max_age: Duration::from_secs(3600), max_bytes: 1 << 30 };
+        assert_eq!(names(&choose(&[look], &retention, RetainFor::Read)), [vec![b.as_str()]]);
     }
 
     #[test]

@@ -229,6 +229,8 @@ impl Retainer {
     /// form has its size in the sizes hash, read in a second round trip (rare: only tasks
     /// noted before members carried their size).
     async fn look(&self, cutoff: u64, pieces: &[usize], oldest: usize) -> Result<Vec<Look>, A2aError> {
+        // One piece: Redis's order is the fleet's, and a score costs Redis a float's formatting.
+        let scored = self.pieces.len() > 1;
         let mut parts = Vec::new();
         for &i in pieces {
             let (set, sizes) =
@@ -239,8 +241,11 @@ impl Retainer {
                 redis::cmd("ZCOUNT").arg(&set).arg("-inf").arg(format!("({cutoff}")).to_owned(),
             ));
             if oldest > 0 {
-                let zrange =
-                    redis::cmd("ZRANGE").arg(&set).arg(0).arg(oldest - 1).arg("WITHSCORES").to_owned();
+                let mut zrange = redis::cmd("ZRANGE");
+                zrange.arg(&set).arg(0).arg(oldest - 1);
+                if scored {
+                    zrange.arg("WITHSCORES");
+                }
                 parts.push(Part::Cmd(zrange));
             }
         }
@@ -249,7 +254,7 @@ impl Retainer {
         for &i in pieces {
             let (count, bytes, expired) = (replies.next(), replies.next(), replies.next());
             let members = if oldest > 0 { replies.next() } else { None };
-            let (mut look, old_form) = Look::parse(count, bytes, expired, members)?;
+            let (mut look, old_form) = Look::parse(count, bytes, expired, members, scored)?;
             if !old_form.is_empty() {
                 let mut hmget = redis::cmd("HMGET");
                 hmget.arg(self.keys.finished_sizes(&self.pieces[i]));
