@@ -8,8 +8,11 @@ use crate::task::store::redis::keys::{encode, indexes_context};
 /// encoding never leaves in either): so a replica of the version before, still evicting during
 /// a rolling upgrade, reads the size where it always was and keeps the bytes exact (it only
 /// misses the context index entry and the record, which a listing and the record's expiry
-/// then clear). The context is left out (empty) when the task opened it, as then it has no
-/// context index entry for eviction to remove (`keys.rs` `indexes_context`).
+/// then clear; but a record a task born finished took the expiry off (`born_finished.rs`)
+/// would stay: a fleet older than this member form upgrades by way of a version that has it
+/// and no `PERSIST`, `59db705` to `3a2ef24`). The context is left out (empty) when the task
+/// opened it, as then it has no context index entry for eviction to remove (`keys.rs`
+/// `indexes_context`).
 pub(in crate::task::store::redis) fn member(
     size: u64,
     position: &str,
