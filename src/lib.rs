@@ -108,9 +108,12 @@
 //!   scripts in `task/store/redis/scripts.rs` (`WRITE`, fenced), the script-free write of a
 //!   task finished by its first write `task/store/redis/born_finished.rs` (chosen in
 //!   `fleet/mod.rs` `append`; on a single node batched by `task/store/redis/group_commit.rs`,
-//!   its batch and in-flight bounds named there), retention's note and background evictor
-//!   `task/store/redis/retention/`; measure with `a2a-bench --fleet 1` (docs/BENCHMARKS.md)
-//!   and prove with `tests/store.rs` and `tests/fleet_faults.rs`.
+//!   its batch and in-flight bounds named there), the SendMessage claim
+//!   `task/store/redis/sent.rs` (pipelined with the claims of other calls by
+//!   `task/store/redis/pipelined.rs`; both batch through `task/store/redis/batcher.rs`),
+//!   retention's note and background evictor `task/store/redis/retention/`; measure with
+//!   `a2a-bench --fleet 1` (docs/BENCHMARKS.md) and prove with `tests/store.rs` and
+//!   `tests/fleet_faults.rs`.
 //! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a
 //!   piece's hash tag is chosen, `task/store/redis/keys.rs` ("Shards"); ListTasks' merge of the
 //!   pieces `task/store/redis/list.rs`; the fleet-wide evictor `task/store/redis/retention/`;

@@ -4,6 +4,8 @@
 mod cluster;
 #[path = "store/group_commit.rs"]
 mod group_commit;
+#[path = "store/pipelined.rs"]
+mod pipelined;
 #[path = "common/redis.rs"]
 mod redis_server;
 #[path = "store/replicated.rs"]

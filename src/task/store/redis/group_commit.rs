@@ -7,17 +7,16 @@
 //! gains them in one `ZADD`, the meta hash in one `HSET`, and retention in one `ZADD`, one
 //! `HINCRBY` and one `ZCARD`.
 //!
-//! No timer holds a write back: one alone goes at once. Only while [`IN_FLIGHT`] batches are
-//! already out do new writes wait, and then they go together when one comes back. An answer
-//! still means stored: each caller hears only when its batch's `EXEC` has answered (and, with
+//! It is the batching loop of `batcher.rs`: no timer holds a write back, and only while
+//! [`IN_FLIGHT`] batches are already out do new writes wait. An answer still means stored:
+//! each caller hears only when its batch's `EXEC` has answered (and, with
 //! `--redis-wait-replicas`, been replicated), and a batch that fails fails every write in it,
 //! as its own `MULTI` would have; their callers' retries go through the fenced path.
 use std::sync::Arc;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::batcher::{Batcher, stopped};
 use super::born_finished::{BornWrite, atomic, index_commands, note_commands, own_commands, tell_retainer};
 use super::conn::Redis;
 use super::retention::Retainer;
@@ -30,13 +29,9 @@ const IN_FLIGHT: usize = 2;
 /// under a millisecond, so no other client waits long behind it).
 const MAX_BATCH: usize = 64;
 
-/// Writes waiting for a batch at the most; more callers wait to join the queue (each is a
-/// call in flight, which admission already bounds).
-const QUEUE: usize = 1024;
-
-/// The way into the group commit; the committer stops when the store (this) is dropped.
+/// The way into the group commit; its loop stops when the store (this) is dropped.
 pub(super) struct GroupCommit {
-    queue: mpsc::Sender<Pending>,
+    batcher: Batcher<Pending>,
 }
 
 /// A write waiting for its batch, and where to say how the batch went.
@@ -48,46 +43,19 @@ struct Pending {
 impl GroupCommit {
     /// Starts the committer.
     pub(super) fn start(redis: Arc<Redis>, retainer: Arc<Retainer>) -> Self {
-        let (queue, waiting) = mpsc::channel(QUEUE);
-        tokio::spawn(committer(redis, retainer, waiting));
-        Self { queue }
+        let batcher = Batcher::start(IN_FLIGHT, MAX_BATCH, move |batch| {
+            let (redis, retainer) = (redis.clone(), retainer.clone());
+            async move { commit(&redis, &retainer, batch).await }
+        });
+        Self { batcher }
     }
 
     /// Writes `write` with whatever others come meanwhile; returns once it is stored.
     pub(super) async fn write(&self, write: BornWrite) -> Result<(), A2aError> {
         let (done, answer) = oneshot::channel();
-        self.queue.send(Pending { write, done }).await.map_err(|_| stopped())?;
+        self.batcher.push(Pending { write, done }).await?;
         answer.await.map_err(|_| stopped())?
     }
-}
-
-/// The committer died with the store; only a store being dropped meets this.
-fn stopped() -> A2aError {
-    A2aError::Unavailable("the task store is shutting down".to_owned())
-}
-
-/// Takes what is waiting (at least one write, at most [`MAX_BATCH`]) whenever fewer than
-/// [`IN_FLIGHT`] batches are out, and sends it as one batch.
-async fn committer(redis: Arc<Redis>, retainer: Arc<Retainer>, mut waiting: mpsc::Receiver<Pending>) {
-    let mut flights = FuturesUnordered::new();
-    loop {
-        let room = flights.len() < IN_FLIGHT;
-        tokio::select! {
-            Some(()) = flights.next(), if !flights.is_empty() => {}
-            first = waiting.recv(), if room => {
-                let Some(first) = first else { break };
-                let mut batch = vec![first];
-                while batch.len() < MAX_BATCH {
-                    match waiting.try_recv() {
-                        Ok(next) => batch.push(next),
-                        Err(_) => break,
-                    }
-                }
-                flights.push(commit(&redis, &retainer, batch));
-            }
-        }
-    }
-    while flights.next().await.is_some() {}
 }
 
 /// Writes `batch` in one `MULTI` and tells each writer how it went.

@@ -29,6 +29,7 @@
 //! index entry whose task is gone is skipped and removed (the `UNINDEX` script, given
 //! the position the reader saw, so a concurrent move is never undone).
 mod acks;
+mod batcher;
 mod born_finished;
 mod conn;
 mod fleet;
@@ -38,6 +39,7 @@ mod link;
 mod list;
 mod outbox;
 mod parked;
+mod pipelined;
 mod push_quota;
 mod replica;
 mod retention;
@@ -124,6 +126,8 @@ pub struct RedisStore {
     outbox: outbox::Outbox,
     /// Born-finished writes batched on a single node (`group_commit.rs`).
     group_commit: group_commit::GroupCommit,
+    /// SendMessage claims pipelined on a single node (`pipelined.rs`).
+    pipelined: pipelined::Pipelined,
 }
 
 /// Connects to the Redis a `--store` URL names, with default options and `prefix`, failing
@@ -153,6 +157,7 @@ impl RedisStore {
         let retainer = retention::Retainer::start(redis.clone(), keys.clone(), options.retention);
         Ok(Self {
             group_commit: group_commit::GroupCommit::start(redis.clone(), retainer.clone()),
+            pipelined: pipelined::Pipelined::start(redis.clone(), "claim_sent"),
             retainer,
             redis,
             keys,

@@ -1,8 +1,8 @@
 //! SendMessage records in Redis (idempotent SendMessage, `core/idempotent.rs`): one STRING per
 //! owner and `messageId`, `P:{o:<owner>}:sent:<message id>` (both encoded), expiring after the
 //! retention age (unless its task is written born finished on a node: `born_finished.rs`). A
-//! claim is one native `SET NX PX`: atomic across every replica, one round trip, no script to
-//! run; only a retry, whose `SET` finds the record there, reads it with a second command (`SET
+//! claim is one native `SET NX PX`: atomic across every replica, one round trip (shared with
+//! the claims of calls that come meanwhile, `pipelined.rs`), no script to run; only a retry, whose `SET` finds the record there, reads it with a second command (`SET
 //! NX GET` would do both at once, but needs Redis 7.0). A swap compares the whole value, so
 //! only the claim's holder (whose value carries its own claim id) replaces it.
 use std::sync::LazyLock;
@@ -46,7 +46,7 @@ impl RedisStore {
         // The record that is there can expire or be removed between the two commands: then
         // the message is free again, and the claim is tried anew.
         for _ in 0..CLAIM_TRIES {
-            let set: Option<String> = self.redis.query("claim_sent", &claim).await?;
+            let set: Option<String> = self.pipelined.query(claim.clone()).await?;
             if set.is_some() {
                 return Ok(None);
             }
