@@ -34,8 +34,9 @@
 //! again), with a warning.
 //!
 //! ## What it costs
-//! Memory: one map operation per SendMessage. Redis: one round trip (the claim script) before
-//! the agent runs, none after for a task, one more for a direct reply. A call whose message is
+//! Memory: one map operation per SendMessage. Redis: one round trip (the claim, a native `SET
+//! NX PX`: `task/store/redis/sent.rs`) before the agent runs, none after for a task (its
+//! write carries what the record needs), one more for a direct reply. A call whose message is
 //! not in a task after [`HEARTBEAT`] (a slow first event; a follow-up's blocking turn, whose
 //! task this replica cannot see take the message) refreshes its claim once per heartbeat.
 //! Retries pay their polling.
