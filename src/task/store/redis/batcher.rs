@@ -51,6 +51,7 @@ pub(super) fn stopped() -> A2aError {
     A2aError::Unavailable("the task store is shutting down".to_owned())
 }
 
+/// The loop: at most `in_flight` batches out, each of what waited when there was room.
 async fn batches<I, F, Fut>(in_flight: usize, max_batch: usize, commit: F, mut waiting: mpsc::Receiver<I>)
 where
     F: Fn(Vec<I>) -> Fut,

@@ -2,9 +2,10 @@
 //! owner and `messageId`, `P:{o:<owner>}:sent:<message id>` (both encoded), expiring after the
 //! retention age (unless its task is written born finished on a node: `born_finished.rs`). A
 //! claim is one native `SET NX PX`: atomic across every replica, one round trip (shared with
-//! the claims of calls that come meanwhile, `pipelined.rs`), no script to run; only a retry, whose `SET` finds the record there, reads it with a second command (`SET
-//! NX GET` would do both at once, but needs Redis 7.0). A swap compares the whole value, so
-//! only the claim's holder (whose value carries its own claim id) replaces it.
+//! the claims of calls that come meanwhile, `pipelined.rs`), no script to run; only a retry,
+//! whose `SET` finds the record there, reads it with a second command (`SET NX GET` would do
+//! both at once, but needs Redis 7.0). A swap compares the whole value, so only the claim's
+//! holder (whose value carries its own claim id) replaces it.
 use std::sync::LazyLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
