@@ -12,6 +12,8 @@ mod redis_server;
 mod replicated;
 #[path = "store/retention.rs"]
 mod retention;
+#[path = "store/snapshot.rs"]
+mod snapshot;
 #[path = "store/suite.rs"]
 mod suite;
 

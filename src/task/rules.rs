@@ -71,6 +71,21 @@ pub(crate) fn apply(task: &mut Arc<Task>, announce: bool, event: AgentEvent) -> 
     }
 }
 
+/// Brings a stored snapshot of a task one update further, as the owner's actor did when it
+/// published that update (the same rules, so the same task): a reader in a fleet may find the
+/// task stored some events behind its stream (`task/store/redis/snapshot.rs`). `generation` is
+/// the update's seq.
+pub(crate) fn replay(task: &mut Arc<Task>, generation: u64, payload: Payload) -> Result<(), String> {
+    let event = match payload {
+        Payload::StatusUpdate(update) => AgentEvent::Status(update),
+        Payload::ArtifactUpdate(update) => AgentEvent::Artifact(update),
+        Payload::Task(_) | Payload::Message(_) => return Err("a stored event that is no update".into()),
+    };
+    apply(task, false, event)?;
+    stamp_generation(task, None, generation);
+    Ok(())
+}
+
 /// An event may leave its ids empty (they are filled in), but not name another task.
 fn check_ids(task: &Task, task_id: &str, context_id: &str) -> Result<(), String> {
     if !task_id.is_empty() && task_id != task.id {
@@ -303,6 +318,39 @@ mod tests {
         };
         assert_eq!(strip(&quiet), strip(&announced));
         assert_eq!(texts(&quiet.artifacts[0]), ["one", "two"]);
+    }
+
+    /// The owner's task after every update, from a snapshot taken after any of them and the
+    /// updates it published since: exactly the same task, generation and all.
+    #[test]
+    fn a_snapshot_and_the_updates_after_it_replay_to_the_owners_task() {
+        let events = [
+            status(TaskState::Working, Some("on it")),
+            chunk("a", "one", false, false),
+            chunk("a", "two", true, false),
+            status(TaskState::InputRequired, None),
+            chunk("b", "x", false, true),
+            chunk("a", "three", true, true),
+            chunk("b", "y", false, true),
+            status(TaskState::Completed, Some("done")),
+        ];
+        let mut owner = task();
+        let (mut snapshots, mut updates) = (vec![owner.clone()], Vec::new());
+        for (seq, event) in (2..).zip(events) {
+            let mut payload = apply(&mut owner, true, event).unwrap().into_payload();
+            stamp_generation(&mut owner, payload.as_mut(), seq);
+            updates.push((seq, payload.unwrap()));
+            snapshots.push(owner.clone());
+        }
+        for (at, snapshot) in snapshots.iter().enumerate() {
+            let mut replayed = snapshot.clone();
+            for (seq, payload) in &updates[at..] {
+                replay(&mut replayed, *seq, payload.clone()).unwrap();
+            }
+            assert_eq!(replayed, owner, "replayed from the snapshot after {at} updates");
+        }
+        let not_an_update = Payload::Task(Task::default());
+        assert!(replay(&mut owner.clone(), 10, not_an_update).is_err(), "only updates replay");
     }
 
     #[test]

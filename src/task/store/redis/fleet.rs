@@ -67,8 +67,8 @@ pub enum EventBatch {
     },
 }
 
-/// One stream entry as XREAD returns it: id and the field/value list.
-type Entry = (String, Vec<Vec<u8>>);
+/// One stream entry as XREAD and XRANGE return it: id and the field/value list.
+pub(super) type Entry = (String, Vec<Vec<u8>>);
 
 impl RedisStore {
     /// Appends event `seq` (an encoded `StreamResponse`) and stores `task` (the Task after that

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::conn::Part;
 use super::fleet::{Fenced, StreamBounds};
 use super::keys::{encode, owner_id, position};
-use super::{RedisStore, decode_task, millis, now_ms, retention, scripts, status_nanos};
+use super::{RedisStore, decode_task, millis, now_ms, retention, scripts, snapshot, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -229,18 +229,20 @@ impl RedisStore {
     }
 
     /// The stored task, whoever owns it, for a survivor about to take it over.
+    /// A task stored as a snapshot some events behind is brought up to date (`snapshot.rs`).
     pub async fn orphan(&self, task_id: &str) -> Result<Option<Orphan>, A2aError> {
-        let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&["task", "owner", "seq"]).to_owned();
-        let (bytes, owner, seq): (Option<Vec<u8>>, Option<String>, Option<u64>) =
-            self.redis.query("orphan", &cmd).await?;
-        match (bytes, owner) {
-            (Some(bytes), Some(owner_id)) => Ok(Some(Orphan {
-                task: Arc::new(decode_task(task_id, &bytes)?),
-                seq: seq.unwrap_or(0),
-                owner_id,
-            })),
-            _ => Ok(None),
+        let fields = ["task", "owner", "seq", "snap"];
+        let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&fields).to_owned();
+        for _ in 0..snapshot::READS {
+            let (bytes, owner, seq, snap): (Option<Vec<u8>>, Option<String>, Option<u64>, Option<u64>) =
+                self.redis.query("orphan", &cmd).await?;
+            let (Some(bytes), Some(owner_id)) = (bytes, owner) else { return Ok(None) };
+            let seq = seq.unwrap_or(0);
+            if let Some(bytes) = self.caught_up(task_id, bytes, snap, seq).await? {
+                return Ok(Some(Orphan { task: Arc::new(decode_task(task_id, &bytes)?), seq, owner_id }));
+            }
         }
+        Err(snapshot::kept_moving(task_id))
     }
 
     /// Ends an orphan (its owner is gone): appends `event`, the update that produced `task`,

@@ -1,0 +1,68 @@
+//! A task stored as a snapshot and the events after it.
+//!
+//! The task hash's `task` is the Task as of event `snap`; `seq` is the last event stored. With
+//! no `snap` (every write so far), `task` includes `seq`. A streaming task's writer may store
+//! the Task only every few events rather than rewrite the whole of it for each (docs/FLEET.md,
+//! "Streaming: a snapshot every K events"), so a reader brings the snapshot up to `seq` with the
+//! events in between, from the task's stream, by the owner's own rules (`rules::replay`).
+//!
+//! Readers understand this before any writer writes it, so a rolling upgrade never has a
+//! replica of the old version read a snapshot as the latest Task.
+//!
+//! The two reads are not one step, and need not be: stream entries never change, so the events
+//! in (`snap`, `seq`] read later are the ones that were there. Only their going can break it (the
+//! task dropped by retention, or trimmed past them by a burst); then the reader reads again.
+use std::sync::Arc;
+
+use prost::Message as _;
+
+use super::fleet::Entry;
+use super::{RedisStore, decode_task};
+use crate::error::A2aError;
+use crate::proto::{StreamResponse, Task};
+use crate::task::rules;
+
+/// Reads of a task and its events after the snapshot before a reader gives up (UNAVAILABLE):
+/// the events go only when the task does (then the next read finds no task) or when a writer
+/// stored a newer snapshot past a trim (then the next read has it).
+pub(super) const READS: usize = 3;
+
+impl RedisStore {
+    /// `task` (as stored, the Task as of event `snap`) brought up to event `seq`; `None` when the
+    /// events in between are no longer all in the stream (read the task again).
+    pub(super) async fn caught_up(
+        &self,
+        task_id: &str,
+        task: Vec<u8>,
+        snap: Option<u64>,
+        seq: u64,
+    ) -> Result<Option<Vec<u8>>, A2aError> {
+        let Some(snap) = snap.filter(|snap| *snap < seq) else { return Ok(Some(task)) };
+        let mut cmd = redis::cmd("XRANGE");
+        cmd.arg(self.keys.events(task_id)).arg(format!("{}-0", snap + 1)).arg(format!("{seq}-0"));
+        let entries: Vec<Entry> = self.redis.query("catch_up", &cmd).await?;
+        if entries.len() as u64 != seq - snap {
+            return Ok(None);
+        }
+        let mut caught_up = Arc::new(decode_task(task_id, &task)?);
+        for ((id, fields), at) in entries.into_iter().zip(snap + 1..) {
+            let foreign =
+                || A2aError::Internal(format!("event stream of task {task_id} has a foreign entry {id}"));
+            if id != format!("{at}-0") {
+                return Err(foreign());
+            }
+            let event = fields.into_iter().nth(1).ok_or_else(foreign)?;
+            let payload =
+                StreamResponse::decode(&event[..]).ok().and_then(|e| e.payload).ok_or_else(foreign)?;
+            rules::replay(&mut caught_up, at, payload).map_err(|problem| {
+                A2aError::Internal(format!("event {at} of task {task_id} does not replay: {problem}"))
+            })?;
+        }
+        Ok(Some(Task::encode_to_vec(&caught_up)))
+    }
+}
+
+/// UNAVAILABLE for a task whose events after its snapshot kept going while it was read.
+pub(super) fn kept_moving(task_id: &str) -> A2aError {
+    A2aError::Unavailable(format!("task {task_id} kept changing while it was read; retry"))
+}
