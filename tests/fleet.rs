@@ -182,6 +182,17 @@ async fn a_late_subscriber_on_another_replica_gets_everything_so_far_then_exactl
     }
     let mut on_c = subscribe_raw(fleet[C].channel().await, &task.id).await.expect("subscribe on C");
     let c_snapshot = next_raw(&mut on_c).await.unwrap().expect("C's snapshot");
+    // The owner keeps the stored Task behind while only chunks come (C's snapshot replayed
+    // the rest): the last full write was the one with WORKING and the first chunk.
+    let mut redis_conn =
+        ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let (snap, seq): (u64, u64) = ::redis::cmd("HMGET")
+        .arg(format!("{}:{{{}}}:task", fleet.prefix, task.id))
+        .arg(&["snap", "seq"])
+        .query_async(&mut redis_conn)
+        .await
+        .unwrap();
+    assert!(snap < seq, "the stored Task lags its stream while chunks come: snap {snap}, seq {seq}");
     let c_items = rest_ok(c_snapshot, &mut on_c, "C").await;
     let a_items = {
         let first = a_items.remove(0);

@@ -423,7 +423,7 @@ async fn retention_on_the_write_path(url: &str) {
 
 /// A reindexing write's hints: a first try or a retry; its events watched.
 fn hints(first_try: bool) -> WriteHints {
-    WriteHints { reindex: true, first_try, unwatched: false }
+    WriteHints { reindex: true, first_try, unwatched: false, task_may_lag: false }
 }
 
 #[tokio::test]

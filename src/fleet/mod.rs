@@ -29,10 +29,10 @@ use tokio::sync::oneshot;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents, WriteHints};
+use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents, TASK_LAG, WriteHints};
 use crate::task::handle::Subscription;
 use crate::task::log::{EventLog, SubscriberCount};
-use crate::task::store::redis::{Fenced, RedisStore, StreamBounds};
+use crate::task::store::redis::{Append, Fenced, RedisStore, StreamBounds};
 use crate::task::{TaskEnv, is_terminal, state_of};
 
 /// Events a task's Redis stream keeps at most (`XADD MAXLEN ~`). Each replica's follower
@@ -208,11 +208,13 @@ impl Fleet for RedisFleet {
         }
         let last_seq = first_seq + events.len() as u64 - 1;
         let (mut first, mut events) = (first_seq, events);
+        // The Task may stay behind only as far as the stream surely keeps the events after it.
+        let keep_task = hints.task_may_lag && inner.bounds().max_events >= 4 * TASK_LAG;
+        let how = Append { reindex, keep_task };
         for _ in 0..3 {
             let lease = if inner.holds(&task.id) { inner.replica.as_str() } else { "" };
             let bounds = inner.bounds();
-            let appended =
-                inner.store.append_batch(owner, task, first, &events, bounds, lease, reindex).await?;
+            let appended = inner.store.append_batch(owner, task, first, &events, bounds, lease, how).await?;
             match appended {
                 Ok(()) => return Ok(true),
                 // The lease lapsed with nobody taking it (a slow renewal, a Redis restart): take

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::fleet::{Fleet, WriteHints};
+use super::fleet::{Fleet, TASK_LAG, WriteHints};
 use super::handle::{Started, Subscription};
 use super::log::TaskEvent;
 use crate::call::Owner;
@@ -90,12 +90,15 @@ pub(super) struct Journal {
     pending: Vec<Arc<TaskEvent>>,
     held: Vec<Held>,
     retry: Option<Retry>,
+    /// Events written since this journal last wrote the Task with them; `None` until it has
+    /// (an actor writes the whole Task first, whatever the store held before it).
+    lag: Option<usize>,
 }
 
 impl Journal {
     /// An empty journal writing to `fleet`.
     pub(super) fn new(fleet: Arc<dyn Fleet>) -> Self {
-        Self { fleet, pending: Vec::new(), held: Vec::new(), retry: None }
+        Self { fleet, pending: Vec::new(), held: Vec::new(), retry: None, lag: None }
     }
 
     /// Holds an answer until the next write.
@@ -171,25 +174,36 @@ impl Journal {
 
     /// Writes the pending events with `task`, the Task after the last of them (and, with
     /// `reindex`, its place in ListTasks); `unwatched`: nobody outside the journal can see
-    /// them (no feed, no webhook). On a store error the events stay pending, to be written
-    /// with the next flush.
+    /// them (no feed, no webhook); `artifacts_only`: nothing but artifacts changed since the
+    /// last write, so the store may keep the Task behind them (at most [`TASK_LAG`] events).
+    /// On a store error the events stay pending, to be written with the next flush.
     pub(super) async fn flush(
         &mut self,
         owner: &Owner,
         task: &Task,
         reindex: bool,
         unwatched: bool,
+        artifacts_only: bool,
     ) -> Result<Flushed, A2aError> {
         let Some(first) = self.pending.first() else {
             return Ok(Flushed::Done { written: Vec::new() });
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
-        let hints =
-            WriteHints { reindex, first_try: self.retry.is_none(), unwatched: unwatched && !self.watched() };
+        let lag =
+            self.lag.map(|lag| lag + self.pending.len()).filter(|lag| artifacts_only && *lag < TASK_LAG);
+        let hints = WriteHints {
+            reindex,
+            first_try: self.retry.is_none(),
+            unwatched: unwatched && !self.watched(),
+            task_may_lag: lag.is_some(),
+        };
         if !self.fleet.append(owner, task, first_seq, events, hints).await? {
             return Ok(Flushed::Lost);
         }
+        // Counted as kept behind even when the store wrote it anyway: the next write then
+        // stores it sooner, never later.
+        self.lag = Some(lag.unwrap_or(0));
         Ok(Flushed::Done { written: std::mem::take(&mut self.pending) })
     }
 

@@ -7,7 +7,7 @@ use a2a_server::proto::{
     Artifact, Message, Part, Role, StreamResponse, TaskArtifactUpdateEvent, TaskStatus,
     TaskStatusUpdateEvent, part,
 };
-use a2a_server::task::store::redis::Fenced;
+use a2a_server::task::store::redis::{Append, Fenced};
 use prost::Message as _;
 
 use super::*;
@@ -121,6 +121,43 @@ async fn every_reader_gets_the_task_as_of_its_last_event_from_a_snapshot_behind(
         assert_eq!(store.list(&alice, &query).await.unwrap().tasks, vec![last.clone()], "ListTasks");
         let orphan = store.orphan("snap").await.unwrap().expect("the orphan");
         assert_eq!((Task::clone(&orphan.task), orphan.seq), (last, 2 + CHUNKS), "a takeover");
+    }
+}
+
+/// The owner's writer keeps the stored Task behind while only artifacts come (its whole
+/// encoding is not even sent), and every reader still gets the latest; the finishing write
+/// stores the Task again, whatever it was asked.
+#[tokio::test]
+async fn a_writer_keeps_the_task_behind_while_artifacts_come_and_readers_see_the_latest() {
+    let Some(server) = RedisServer::start() else { return };
+    let alice = owner("alice");
+    let prefix = "snap-writer";
+    let store = store_under(&server.url(), prefix).await;
+    let mut conn =
+        redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let written = streamed();
+    let keep = Append { reindex: false, keep_task: true };
+    for (at, (task, seq, event)) in written.iter().enumerate() {
+        let how = if at == 0 { Append::with_task(true) } else { keep };
+        let appended = store
+            .append_batch(&alice, task, *seq, std::slice::from_ref(event), BOUNDS, "", how)
+            .await
+            .unwrap();
+        assert_eq!(appended, Ok(()));
+        let key = task_key(&mut conn, prefix).await;
+        let (stored, snap, stored_seq): (Vec<u8>, u64, u64) =
+            redis::cmd("HMGET").arg(&key).arg(&["task", "snap", "seq"]).query_async(&mut conn).await.unwrap();
+        let finished = at == written.len() - 1;
+        let first = &written[0].0;
+        let (expected, expected_snap) = if finished { (task, *seq) } else { (first, 2) };
+        assert_eq!(
+            (Task::decode(&stored[..]).unwrap(), snap),
+            (expected.clone(), expected_snap),
+            "write {seq}"
+        );
+        assert_eq!(stored_seq, *seq);
+        let (read, read_seq) = store.snapshot(&alice, "snap").await.unwrap().expect("the task");
+        assert_eq!((Task::clone(&read), read_seq), (task.clone(), *seq), "what a reader gets after {seq}");
     }
 }
 

@@ -108,7 +108,8 @@ impl TaskActor {
         };
         // Webhooks see every event when push is on; feeds see what the log shows.
         let unwatched = self.env.observer.is_none() && self.log.feeds() == 0;
-        let flushed = journal.flush(&self.handle.owner, &self.task, reindex, unwatched).await;
+        let artifacts_only = matches!(self.dirty, Dirty::Artifacts(_));
+        let flushed = journal.flush(&self.handle.owner, &self.task, reindex, unwatched, artifacts_only).await;
         match flushed {
             Ok(Flushed::Done { written }) if written.is_empty() => Some(false),
             Ok(Flushed::Done { written }) => {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::replica::Append;
 use super::{RedisStore, millis, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -85,7 +86,8 @@ impl RedisStore {
         lease: Option<&str>,
     ) -> Result<Result<(), Fenced>, A2aError> {
         // One event is a batch of one: the same script, the same fences.
-        self.append_batch(owner, task, seq, &[event], bounds, lease.unwrap_or(""), true).await
+        self.append_batch(owner, task, seq, &[event], bounds, lease.unwrap_or(""), Append::with_task(true))
+            .await
     }
 
     /// The stored Task and the seq of the last event it includes, if it exists and belongs to

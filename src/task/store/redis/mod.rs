@@ -58,7 +58,7 @@ pub use acks::WaitFor;
 pub use conn::Timeouts;
 pub use fleet::{EventBatch, Fenced, StreamBounds};
 pub use outbox::OutboxEntry;
-pub use replica::Orphan;
+pub use replica::{Append, Orphan};
 
 use self::conn::{Part, Redis};
 use self::keys::{Keys, Shard, encode, owner_id, position};

@@ -13,13 +13,31 @@ use super::{RedisStore, decode_task, millis, now_ms, retention, scripts, snapsho
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::state_of;
+use crate::task::{is_terminal, state_of};
 
 /// Inbox entries kept per replica (`MAXLEN ~`); a reader never lags this far behind.
 const INBOX_LENGTH: usize = 10_000;
 
 /// An inbox outlives its replica by this much, then Redis drops it.
 const INBOX_TTL: Duration = Duration::from_secs(3600);
+
+/// How an append stores its Task.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Append {
+    /// The status changed: the task moves to its new place in ListTasks.
+    pub reindex: bool,
+    /// The store may keep the Task it has, behind these events (only artifacts changed since
+    /// it was stored, a few events ago): readers replay the rest (`snapshot.rs`). Ignored for
+    /// a finishing write.
+    pub keep_task: bool,
+}
+
+impl Append {
+    /// The Task goes in, and with `reindex` its place in ListTasks.
+    pub fn with_task(reindex: bool) -> Self {
+        Self { reindex, keep_task: false }
+    }
+}
 
 /// A task found in the store whatever its owner: for a survivor that takes over an orphan.
 pub struct Orphan {
@@ -45,9 +63,9 @@ impl RedisStore {
         events: &[Bytes],
         bounds: StreamBounds,
         lease: &str,
-        reindex: bool,
+        how: Append,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease, reindex).await
+        self.append_batch_as(&owner_id(owner), task, first_seq, events, bounds, lease, how).await
     }
 
     /// [`RedisStore::append_batch`] for the owner id `oid`; whatever the script found (written
@@ -61,9 +79,13 @@ impl RedisStore {
         events: &[Bytes],
         bounds: StreamBounds,
         lease: &str,
-        reindex: bool,
+        how: Append,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, None, oid);
+        let Append { reindex, keep_task } = how;
+        // A Task the store keeps, behind these events, is not even encoded; a finishing one
+        // always goes in.
+        let keep = keep_task && !is_terminal(state_of(task.status.as_ref()));
+        let (bytes, owner_arg, finished, now, ttl) = self.write_args(task, keep.then(Bytes::new), oid);
         let made_by = if finished == 1 { retention::made_by(task) } else { None };
         let before = self.redis.before_write().await;
         let single = !self.redis.is_cluster();
@@ -255,6 +277,15 @@ impl RedisStore {
         bounds: StreamBounds,
         lease: &str,
     ) -> Result<Result<(), Fenced>, A2aError> {
-        self.append_batch_as(&orphan.owner_id, task, orphan.seq + 1, &[event], bounds, lease, true).await
+        self.append_batch_as(
+            &orphan.owner_id,
+            task,
+            orphan.seq + 1,
+            &[event],
+            bounds,
+            lease,
+            Append::with_task(true),
+        )
+        .await
     }
 }

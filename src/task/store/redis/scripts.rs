@@ -13,8 +13,9 @@ use redis::Script;
 /// - `finish(task, events, push, fin, now, ttl)`: the first time a task is stored finished,
 ///   note when and let its keys expire after the retention age; returns '1' then.
 /// - `append(K, A, from)`: the owner's append. K = task, events, push, lease keys; A = task
-///   bytes, owner, finished ('1'), now ms, ttl ms, first seq, max stream length, lease holder
-///   ('' = no lease check), events from A[from]. Returns {reason, detail} when refused, else
+///   bytes ('' = keep the stored Task, behind these events, unless finishing), owner,
+///   finished ('1'), now ms, ttl ms, first seq, max stream length, lease holder ('' = no
+///   lease check), events from A[from]. Returns {reason, detail} when refused, else
 ///   {'ok', newly finished, bytes the task holds (task + every event appended)}.
 /// - `index(all, meta, ctx_prefix, id, position, state, ctx)`: moves a task to its place in its
 ///   owner's indexes (a context's index only if the task did not open it: `keys.rs`
@@ -52,6 +53,13 @@ local function append(K, A, from)
     last = first + i - from
     bytes = bytes + #A[i]
     redis.call('XADD', K[2], 'MAXLEN', '~', A[7], last .. '-0', 'e', A[i])
+  end
+  if A[1] == '' and A[3] ~= '1' then
+    -- The Task stays as stored, some events behind: readers replay the rest (snapshot.rs).
+    -- The size returned leaves it out: such a write neither finishes nor moves the task, so
+    -- nothing notes its size.
+    redis.call('HSET', K[1], 'seq', last, 'bytes', bytes)
+    return {'ok', '0', tostring(bytes)}
   end
   if A[3] ~= '1' then
     redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'snap', last, 'bytes', bytes)

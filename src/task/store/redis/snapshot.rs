@@ -1,13 +1,12 @@
 //! A task stored as a snapshot and the events after it.
 //!
 //! The task hash's `task` is the Task as of event `snap`; `seq` is the last event stored. With
-//! no `snap` (every write so far), `task` includes `seq`. A streaming task's writer may store
-//! the Task only every few events rather than rewrite the whole of it for each (docs/FLEET.md,
-//! "Streaming: a snapshot every K events"), so a reader brings the snapshot up to `seq` with the
-//! events in between, from the task's stream, by the owner's own rules (`rules::replay`).
-//!
-//! Readers understand this before any writer writes it, so a rolling upgrade never has a
-//! replica of the old version read a snapshot as the latest Task.
+//! no `snap` (a task written once, born finished), `task` includes `seq`. While only artifacts
+//! come, the owner keeps the stored Task up to `task::fleet::TASK_LAG` events behind rather
+//! than rewrite the whole of it, which grows with every chunk, for each write (the journal
+//! decides, `task/journal.rs`; docs/FLEET.md, "Streaming: a snapshot every K events"), so a
+//! reader brings the snapshot up to `seq` with the events in between, from the task's stream,
+//! by the owner's own rules (`rules::replay`).
 //!
 //! The two reads are not one step, and need not be: stream entries never change, so the events
 //! in (`snap`, `seq`] read later are the ones that were there. Only their going can break it (the
