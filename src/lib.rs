@@ -112,9 +112,9 @@
 //!   `task/store/redis/sent.rs` (pipelined with the claims of other calls by
 //!   `task/store/redis/pipelined.rs`; both batch through `task/store/redis/batcher.rs`),
 //!   retention's note and background evictor `task/store/redis/retention/`, a streaming
-//!   Task stored some events behind (how far: `task/fleet.rs` `TASK_LAG`, counted by
-//!   `task/journal.rs`) and the readers that replay the rest `task/store/redis/snapshot.rs`
-//!   (with `task/rules.rs` `replay`); measure with
+//!   Task stored some events behind (how far: `--fleet-task-lag`, `fleet/mod.rs` `TASK_LAG`,
+//!   counted by `task/journal.rs`) and the readers that replay the rest
+//!   `task/store/redis/snapshot.rs` (with `task/rules.rs` `replay`); measure with
 //!   `a2a-bench --fleet 1` (docs/BENCHMARKS.md) and prove with `tests/store.rs` and
 //!   `tests/fleet_faults.rs`.
 //! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a

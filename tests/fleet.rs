@@ -183,16 +183,17 @@ async fn a_late_subscriber_on_another_replica_gets_everything_so_far_then_exactl
     let mut on_c = subscribe_raw(fleet[C].channel().await, &task.id).await.expect("subscribe on C");
     let c_snapshot = next_raw(&mut on_c).await.unwrap().expect("C's snapshot");
     // The owner keeps the stored Task behind while only chunks come (C's snapshot replayed
-    // the rest): the last full write was the one with WORKING and the first chunk.
+    // the rest): the last whole write was the one with WORKING and the first chunk.
     let mut redis_conn =
         ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let (snap, seq): (u64, u64) = ::redis::cmd("HMGET")
+    let (stored, lag, seq): (Vec<u8>, Option<String>, u64) = ::redis::cmd("HMGET")
         .arg(format!("{}:{{{}}}:task", fleet.prefix, task.id))
-        .arg(&["snap", "seq"])
+        .arg(&["task", "lag", "seq"])
         .query_async(&mut redis_conn)
         .await
         .unwrap();
-    assert!(snap < seq, "the stored Task lags its stream while chunks come: snap {snap}, seq {seq}");
+    let behind = Task::decode(&stored[..]).unwrap().generation as u64;
+    assert!(lag.is_some() && behind < seq, "the stored Task lags its stream: at {behind}, seq {seq}");
     let c_items = rest_ok(c_snapshot, &mut on_c, "C").await;
     let a_items = {
         let first = a_items.remove(0);
@@ -700,5 +701,24 @@ async fn a_follow_up_nested_too_deep_is_refused_at_once_via_another_replica() {
         let mut client = fleet[replica].client().await;
         let list = client.list_tasks(ListTasksRequest::default()).await.expect("ListTasks").into_inner();
         assert_eq!(list.tasks.len(), 1, "replica {replica} lists the task");
+    }
+}
+
+/// `--fleet-task-lag 0` (for a rolling upgrade from replicas that read the Task as stored)
+/// writes the whole Task with every event; by default a stream of chunks leaves it behind.
+#[tokio::test]
+async fn fleet_task_lag_zero_writes_the_whole_task_with_every_event() {
+    let Some(redis) = RedisServer::start() else { return };
+    let mut conn =
+        ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    for (args, lagged) in [(&["--fleet-task-lag", "0"][..], false), (&[][..], true)] {
+        let fleet = Fleet::start(1, &redis.url(), args);
+        let mut a = fleet[A].client().await;
+        let task = send_task(&mut a, send("stream 20 5")).await;
+        assert_eq!(state(&task), TaskState::Completed);
+        let key = format!("{}:{{{}}}:task", fleet.prefix, task.id);
+        let lag: bool = ::redis::cmd("HEXISTS").arg(&key).arg("lag").query_async(&mut conn).await.unwrap();
+        assert_eq!(lag, lagged, "with {args:?}, the stored Task lagged: {lag}");
+        assert_eq!(get_task(&mut a, &task.id).await.unwrap(), task, "GetTask reads it back whole");
     }
 }

@@ -92,6 +92,14 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(300..=600_000))]
     pub lease_ms: u64,
 
+    /// Events a streaming task's stored Task may lag behind its event stream in a fleet while
+    /// only artifacts come (0: the whole Task with every write); readers replay the rest. Set 0
+    /// while a rolling upgrade still runs replicas older than this setting: they read the Task
+    /// as it is stored.
+    #[arg(long, env = "A2A_FLEET_TASK_LAG", default_value_t = crate::fleet::TASK_LAG as u64,
+          value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub fleet_task_lag: u64,
+
     /// This replica's id in the fleet (default: a new random one at every start).
     #[arg(long, env = "A2A_REPLICA_ID")]
     pub replica_id: Option<String>,

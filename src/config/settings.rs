@@ -198,6 +198,7 @@ impl Config {
             stream_events: (self.event_log_capacity as usize).min(crate::fleet::STREAM_EVENTS),
             log_capacity: self.event_log_capacity as usize,
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
+            task_lag: self.fleet_task_lag as usize,
             ..FleetSettings::new(replica, Duration::from_millis(self.lease_ms))
         }
     }

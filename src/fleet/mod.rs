@@ -29,9 +29,10 @@ use tokio::sync::oneshot;
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
-use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents, TASK_LAG, WriteHints};
+use crate::task::fleet::{Fleet, Forward, Forwarded, StoredEvents, WriteHints};
 use crate::task::handle::Subscription;
 use crate::task::log::{EventLog, SubscriberCount};
+use crate::task::store::TaskStore as _;
 use crate::task::store::redis::{Append, Fenced, RedisStore, StreamBounds};
 use crate::task::{TaskEnv, is_terminal, state_of};
 
@@ -40,6 +41,10 @@ use crate::task::{TaskEnv, is_terminal, state_of};
 /// stream only has to cover a follower's read lag, not a slow subscriber's; Redis cannot
 /// trim by bytes, so a count much larger would let large artifacts fill Redis.
 pub const STREAM_EVENTS: usize = 4096;
+
+/// Events a streaming task's stored Task lags behind its stream at most, by default
+/// (`--fleet-task-lag`): what a reader on another replica replays at the most.
+pub const TASK_LAG: usize = 32;
 
 /// How a replica takes part in the fleet.
 #[derive(Debug, Clone)]
@@ -57,6 +62,10 @@ pub struct FleetSettings {
     pub log_bytes: usize,
     /// Tasks of other replicas this replica follows at once (one Redis connection each).
     pub max_followers: usize,
+    /// Events a stored Task may lag behind its stream while only artifacts come
+    /// (`--fleet-task-lag`; 0: the whole Task with every write). At most a quarter of
+    /// `stream_events`, so the stream surely keeps what a reader replays.
+    pub task_lag: usize,
 }
 
 impl FleetSettings {
@@ -69,6 +78,7 @@ impl FleetSettings {
             log_capacity: crate::core::DEFAULT_EVENT_LOG_CAPACITY,
             log_bytes: crate::core::DEFAULT_EVENT_LOG_BYTES,
             max_followers: 1024,
+            task_lag: TASK_LAG,
         }
     }
 }
@@ -208,9 +218,7 @@ impl Fleet for RedisFleet {
         }
         let last_seq = first_seq + events.len() as u64 - 1;
         let (mut first, mut events) = (first_seq, events);
-        // The Task may stay behind only as far as the stream surely keeps the events after it.
-        let keep_task = hints.task_may_lag && inner.bounds().max_events >= 4 * TASK_LAG;
-        let how = Append { reindex, keep_task };
+        let how = Append { reindex, keep_task: hints.task_may_lag };
         for _ in 0..3 {
             let lease = if inner.holds(&task.id) { inner.replica.as_str() } else { "" };
             let bounds = inner.bounds();
@@ -220,8 +228,15 @@ impl Fleet for RedisFleet {
                 // The lease lapsed with nobody taking it (a slow renewal, a Redis restart): take
                 // it again and retry.
                 Err(Fenced::Lease { holder: None }) if inner.claim(&task.id).await? => continue,
-                // A retried batch that had landed (its reply was lost): it is written.
-                Err(Fenced::Seq { stored }) if stored == last_seq => return Ok(true),
+                // A retried batch that had landed (its reply was lost): its events are written.
+                // The Task goes in alone when this try carried it: the try that landed may have
+                // kept it behind, or the Task changed since without an event (a follow-up).
+                Err(Fenced::Seq { stored }) if stored == last_seq => {
+                    if !how.keep_task {
+                        inner.store.save(owner, Arc::new(task.clone())).await?;
+                    }
+                    return Ok(true);
+                }
                 // One that had landed in part: the retry carries the events that came since too.
                 // What is stored is this replica's own (the lease, checked first, names it; a
                 // takeover would have finished the task), so the rest goes on top of it.
@@ -263,6 +278,10 @@ impl Fleet for RedisFleet {
 
     fn write_patience(&self) -> Duration {
         self.0.settings.lease
+    }
+
+    fn task_lag(&self) -> usize {
+        self.0.settings.task_lag.min(self.0.settings.stream_events / 4)
     }
 
     async fn healthy(&self) -> bool {

@@ -52,17 +52,12 @@ pub struct WriteHints {
     /// caller following the turn, no webhook. A task finished by such a first write needs no
     /// event stream (a resume from before its end gets the Task first, resume.md §4.4).
     pub unwatched: bool,
-    /// Only artifacts changed since the Task was last stored, fewer than [`TASK_LAG`] events
-    /// ago, counting these: the store may keep the Task it has, behind these events, rather
-    /// than rewrite the whole of it (which grows with every chunk) for each write; readers
-    /// replay the rest.
+    /// Only artifacts changed since the Task was last stored, at most [`Fleet::task_lag`]
+    /// events ago, counting these: the store may keep the Task it has, behind these events,
+    /// rather than rewrite the whole of it (which grows with every chunk) for each write;
+    /// readers replay the rest.
     pub task_may_lag: bool,
 }
-
-/// The most events a stored Task lags behind its stream: what a reader on another replica
-/// replays at the most, and what the stream must keep beyond it (so a fleet whose stream keeps
-/// fewer than four times this writes the Task every time).
-pub const TASK_LAG: usize = 32;
 
 /// The fleet, as a task sees it. Every method is about one task; `Ok(None)` always means "not
 /// where you thought: look the task up again" (it finished, hibernated or moved meanwhile).
@@ -130,6 +125,9 @@ pub trait Fleet: Send + Sync + 'static {
     /// retrying after that): a lease, the time other replicas give an owner before they could
     /// take its task over.
     fn write_patience(&self) -> std::time::Duration;
+
+    /// Events a stored Task may lag behind its stream while only artifacts come (0: none).
+    fn task_lag(&self) -> usize;
 
     /// Whether the shared store answers now (for health and readiness); remembered for
     /// [`Fleet::unavailable`].

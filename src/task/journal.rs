@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::fleet::{Fleet, TASK_LAG, WriteHints};
+use super::fleet::{Fleet, WriteHints};
 use super::handle::{Started, Subscription};
 use super::log::TaskEvent;
 use crate::call::Owner;
@@ -175,7 +175,7 @@ impl Journal {
     /// Writes the pending events with `task`, the Task after the last of them (and, with
     /// `reindex`, its place in ListTasks); `unwatched`: nobody outside the journal can see
     /// them (no feed, no webhook); `artifacts_only`: nothing but artifacts changed since the
-    /// last write, so the store may keep the Task behind them (at most [`TASK_LAG`] events).
+    /// last write, so the store may keep the Task behind them (`Fleet::task_lag`).
     /// On a store error the events stay pending, to be written with the next flush.
     pub(super) async fn flush(
         &mut self,
@@ -190,8 +190,8 @@ impl Journal {
         };
         let first_seq = first.seq;
         let events = self.pending.iter().map(|event| event.proto_bytes()).collect();
-        let lag =
-            self.lag.map(|lag| lag + self.pending.len()).filter(|lag| artifacts_only && *lag < TASK_LAG);
+        let most = self.fleet.task_lag();
+        let lag = self.lag.map(|lag| lag + self.pending.len()).filter(|lag| artifacts_only && *lag <= most);
         let hints = WriteHints {
             reindex,
             first_try: self.retry.is_none(),

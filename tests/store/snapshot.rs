@@ -75,7 +75,7 @@ fn encoded(payload: Payload) -> Bytes {
 }
 
 /// Stores the task as its owner does, event by event, then puts the task hash back to the
-/// snapshot after `snap` (as a writer storing the Task only every few events leaves it).
+/// Task after event `snap`, marked as lagging (as a writer keeping the Task behind leaves it).
 async fn stored_behind(store: &RedisStore, url: &str, prefix_of: &str, snap: u64) -> Task {
     let alice = owner("alice");
     let written = streamed();
@@ -87,16 +87,15 @@ async fn stored_behind(store: &RedisStore, url: &str, prefix_of: &str, snap: u64
         written.iter().find(|(_, seq, _)| *seq == snap).expect("a seq the task went through");
     let mut conn = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
     let key = task_key(&mut conn, prefix_of).await;
-    let _: () = redis::cmd("HSET")
-        .arg(&key)
-        .arg("task")
-        .arg(snapshot.encode_to_vec())
-        .arg("snap")
-        .arg(snap)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    kept_behind(&mut conn, &key, snapshot).await;
     written.last().map(|(task, ..)| task.clone()).unwrap()
+}
+
+/// Puts `task` into the task hash `key`, marked as lagging: what a writer keeping the Task
+/// behind its stream leaves.
+async fn kept_behind(conn: &mut redis::aio::MultiplexedConnection, key: &str, task: &Task) {
+    let fields = [("task", task.encode_to_vec()), ("lag", b"1".to_vec())];
+    let _: () = redis::cmd("HSET").arg(key).arg(&fields[..]).query_async(conn).await.unwrap();
 }
 
 /// The task hash of task `snap` under the store's prefix.
@@ -126,7 +125,7 @@ async fn every_reader_gets_the_task_as_of_its_last_event_from_a_snapshot_behind(
 
 /// The owner's writer keeps the stored Task behind while only artifacts come (its whole
 /// encoding is not even sent), and every reader still gets the latest; the finishing write
-/// stores the Task again, whatever it was asked.
+/// stores the Task again, whatever it was asked, and nothing is replayed onto it twice.
 #[tokio::test]
 async fn a_writer_keeps_the_task_behind_while_artifacts_come_and_readers_see_the_latest() {
     let Some(server) = RedisServer::start() else { return };
@@ -145,16 +144,13 @@ async fn a_writer_keeps_the_task_behind_while_artifacts_come_and_readers_see_the
             .unwrap();
         assert_eq!(appended, Ok(()));
         let key = task_key(&mut conn, prefix).await;
-        let (stored, snap, stored_seq): (Vec<u8>, u64, u64) =
-            redis::cmd("HMGET").arg(&key).arg(&["task", "snap", "seq"]).query_async(&mut conn).await.unwrap();
+        let (stored, lag, stored_seq): (Vec<u8>, Option<String>, u64) =
+            redis::cmd("HMGET").arg(&key).arg(&["task", "lag", "seq"]).query_async(&mut conn).await.unwrap();
         let finished = at == written.len() - 1;
-        let first = &written[0].0;
-        let (expected, expected_snap) = if finished { (task, *seq) } else { (first, 2) };
-        assert_eq!(
-            (Task::decode(&stored[..]).unwrap(), snap),
-            (expected.clone(), expected_snap),
-            "write {seq}"
-        );
+        let expected = if finished { task } else { &written[0].0 };
+        assert_eq!(Task::decode(&stored[..]).unwrap(), expected.clone(), "the Task stored after write {seq}");
+        // The marker stays once set: the whole Task written again carries its own generation.
+        assert_eq!(lag.is_some(), at > 0, "marked as lagging after write {seq}");
         assert_eq!(stored_seq, *seq);
         let (read, read_seq) = store.snapshot(&alice, "snap").await.unwrap().expect("the task");
         assert_eq!((Task::clone(&read), read_seq), (task.clone(), *seq), "what a reader gets after {seq}");
@@ -183,4 +179,59 @@ async fn store_under(url: &str, prefix: &str) -> RedisStore {
     let StoreUrl::Redis(target) = StoreUrl::parse(url).unwrap() else { panic!("{url} is not Redis") };
     let options = RedisOptions { prefix: prefix.into(), ..RedisOptions::default() };
     RedisStore::connect(target, options).await.unwrap()
+}
+
+/// A retried append whose first try landed with the Task kept behind (its reply lost), while the
+/// Task changed meanwhile without an event (a follow-up's message): the retry finds its events
+/// stored and stores the Task alone, so readers get the follow-up too.
+#[tokio::test]
+async fn a_retry_that_finds_its_events_landed_stores_the_task_it_carries() {
+    let Some(server) = RedisServer::start() else { return };
+    let store = Arc::new(store_under(&server.url(), "snap-retry").await);
+    let fleet = RedisFleet::new(store.clone(), FleetSettings::new("r".into(), Duration::from_secs(10)));
+    let alice = owner("alice");
+    let written = streamed();
+    let full = WriteHints { reindex: true, first_try: true, unwatched: false, task_may_lag: false };
+    let (task, seq, event) = &written[0];
+    assert!(fleet.append(&alice, task, *seq, vec![event.clone()], full).await.unwrap());
+    let (task, seq, event) = &written[1];
+    let kept = WriteHints { reindex: false, task_may_lag: true, ..full };
+    assert!(fleet.append(&alice, task, *seq, vec![event.clone()], kept).await.unwrap());
+    // The follow-up joins the history; the retry of the same event carries that Task whole.
+    let mut followed = task.clone();
+    let message = Message { message_id: "follow-up".into(), role: Role::User as i32, ..Default::default() };
+    followed.history.push(message);
+    let retry = WriteHints { first_try: false, ..full };
+    assert!(fleet.append(&alice, &followed, *seq, vec![event.clone()], retry).await.unwrap());
+    let (read, read_seq) = store.snapshot(&alice, "snap").await.unwrap().expect("the task");
+    assert_eq!((Task::clone(&read), read_seq), (followed, *seq), "the follow-up is stored");
+}
+
+/// A task whose events after its stored Task do not replay (not updates: a store written by
+/// something else, or damaged) is an error for GetTask, and ListTasks skips it rather than
+/// fail the page.
+#[tokio::test]
+async fn a_task_whose_events_do_not_replay_is_skipped_by_listtasks() {
+    let Some(server) = RedisServer::start() else { return };
+    let alice = owner("alice");
+    let prefix = "snap-garbage";
+    let store = store_under(&server.url(), prefix).await;
+    let mut damaged = Task::clone(&task("snap", "ctx", TaskState::Working, 5));
+    for seq in 2..=4 {
+        damaged.generation = seq;
+        let appended =
+            store.append(&alice, &damaged, seq as u64, Bytes::from_static(b"no update"), BOUNDS, None);
+        assert_eq!(appended.await.unwrap(), Ok(()));
+    }
+    let fine = task("fine", "ctx", TaskState::Working, 1);
+    assert_eq!(store.append(&alice, &fine, 2, Bytes::from_static(b"e"), BOUNDS, None).await.unwrap(), Ok(()));
+    let mut conn =
+        redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    damaged.generation = 2;
+    let key = task_key(&mut conn, prefix).await;
+    kept_behind(&mut conn, &key, &damaged).await;
+    let error = store.get(&alice, "snap").await.expect_err("its events do not replay");
+    assert!(error.to_string().contains("foreign entry"), "{error}");
+    let page = store.list(&alice, &TaskQuery { page_size: 10, ..Default::default() }).await.unwrap();
+    assert_eq!(page.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["fine"]);
 }

@@ -56,21 +56,26 @@ impl RedisStore {
                 members.truncate(query.page_size + 1);
             }
             let loaded =
-                futures::future::try_join_all(members.iter().map(|c| self.load_bytes(owner, &c.task_id)))
-                    .await?;
-            let mut stale = 0;
-            for (cursor, _) in members.iter().zip(&loaded).filter(|(_, task)| task.is_none()) {
-                self.unindex(&oid, &cursor.task_id, &position(cursor.timestamp_nanos)).await?;
-                stale += 1;
+                futures::future::join_all(members.iter().map(|c| self.load_bytes(owner, &c.task_id))).await;
+            let (mut stale, mut page) = (0, Vec::with_capacity(members.len()));
+            for (cursor, task) in members.into_iter().zip(loaded) {
+                match task {
+                    Ok(Some((bytes, _))) => page.push((cursor, bytes)),
+                    Ok(None) => {
+                        self.unindex(&oid, &cursor.task_id, &position(cursor.timestamp_nanos)).await?;
+                        stale += 1;
+                    }
+                    // A task that cannot be read back (its events do not replay) is skipped and
+                    // reported, as one that does not decode is: it cannot break the page.
+                    Err(A2aError::Internal(problem)) => {
+                        tracing::error!(task_id = %cursor.task_id, %problem, "a listed task cannot be read; skipped");
+                    }
+                    Err(error) => return Err(error),
+                }
             }
             if stale > 0 && attempt < ATTEMPTS {
                 continue;
             }
-            let mut page: Vec<(Cursor, Vec<u8>)> = members
-                .into_iter()
-                .zip(loaded)
-                .filter_map(|(cursor, task)| task.map(|(bytes, _)| (cursor, bytes)))
-                .collect();
             let more = page.len() > query.page_size;
             page.truncate(query.page_size);
             let next = if more { page.last().map(|(cursor, _)| cursor.clone()) } else { None };

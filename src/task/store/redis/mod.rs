@@ -4,7 +4,7 @@
 //! # Key layout (prefix `P`, default `a2a`)
 //! | key | type | contents | expiry |
 //! |---|---|---|---|
-//! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `snap` (last event in `task`: `snapshot.rs`), `owner`, `bytes` (events), `fin` (ms) | retention age once finished |
+//! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `lag` (`task` may be behind `seq`: `snapshot.rs`), `owner`, `bytes` (events), `fin` (ms) | retention age once finished |
 //! | `P:{<task>}:events` | STREAM | entry `<seq>-0`, field `e` = encoded `StreamResponse` | same; trimmed to `MAXLEN ~` |
 //! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task |
 //! | `P:{<task>}:lease` | STRING | the owning replica's id | `PX` lease time |
@@ -265,20 +265,20 @@ impl RedisStore {
     /// The stored task's encoding and its seq, if it exists, belongs to `owner` and finished
     /// no longer ago than the retention age (a born-finished task on a single node has no TTL:
     /// the evictor takes it within an age tick, and until then `fin` says it is gone).
-    /// A task stored as a snapshot some events behind is brought up to date (`snapshot.rs`).
+    /// A Task stored some events behind is brought up to date (`snapshot.rs`).
     async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
-        let fields = ["task", "owner", "seq", "fin", "snap"];
+        let fields = ["task", "owner", "seq", "fin", "lag"];
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&fields).to_owned();
         for _ in 0..snapshot::READS {
             let before = self.redis.before_write().await;
-            let (bytes, stored_owner, seq, fin, snap): Stored = self.redis.query("get", &cmd).await?;
+            let (bytes, stored_owner, seq, fin, lag): Stored = self.redis.query("get", &cmd).await?;
             let aged = fin.is_some_and(|fin| fin.saturating_add(millis(self.retention.max_age)) <= now_ms());
             let (Some(bytes), Some(stored)) = (bytes, stored_owner) else { return Ok(None) };
             if stored != owner_id(owner) || aged {
                 return Ok(None);
             }
             let seq = seq.unwrap_or(0);
-            if let Some(bytes) = self.caught_up(task_id, bytes, snap, seq).await? {
+            if let Some(bytes) = self.caught_up(task_id, bytes, lag.is_some(), seq).await? {
                 // What a reader is shown must be replicated too (it may be a write in flight).
                 self.redis.replicated(before).await?;
                 return Ok(Some((bytes, seq)));
@@ -437,8 +437,8 @@ fn unindex_invocation<'a, 'b>(
     unindex
 }
 
-/// A task hash's `task`, `owner`, `seq`, `fin` and `snap`, as a reader asks for them.
-type Stored = (Option<Vec<u8>>, Option<String>, Option<u64>, Option<u64>, Option<u64>);
+/// A task hash's `task`, `owner`, `seq`, `fin` and `lag`, as a reader asks for them.
+type Stored = (Option<Vec<u8>>, Option<String>, Option<u64>, Option<u64>, Option<String>);
 
 /// Decodes stored task `task_id`; garbage in Redis is a server fault, not the client's, and is
 /// reported ([`undecodable`]).

@@ -251,16 +251,16 @@ impl RedisStore {
     }
 
     /// The stored task, whoever owns it, for a survivor about to take it over.
-    /// A task stored as a snapshot some events behind is brought up to date (`snapshot.rs`).
+    /// A Task stored some events behind is brought up to date (`snapshot.rs`).
     pub async fn orphan(&self, task_id: &str) -> Result<Option<Orphan>, A2aError> {
-        let fields = ["task", "owner", "seq", "snap"];
+        let fields = ["task", "owner", "seq", "lag"];
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&fields).to_owned();
         for _ in 0..snapshot::READS {
-            let (bytes, owner, seq, snap): (Option<Vec<u8>>, Option<String>, Option<u64>, Option<u64>) =
+            let (bytes, owner, seq, lag): (Option<Vec<u8>>, Option<String>, Option<u64>, Option<String>) =
                 self.redis.query("orphan", &cmd).await?;
             let (Some(bytes), Some(owner_id)) = (bytes, owner) else { return Ok(None) };
             let seq = seq.unwrap_or(0);
-            if let Some(bytes) = self.caught_up(task_id, bytes, snap, seq).await? {
+            if let Some(bytes) = self.caught_up(task_id, bytes, lag.is_some(), seq).await? {
                 return Ok(Some(Orphan { task: Arc::new(decode_task(task_id, &bytes)?), seq, owner_id }));
             }
         }

@@ -55,18 +55,18 @@ local function append(K, A, from)
     redis.call('XADD', K[2], 'MAXLEN', '~', A[7], last .. '-0', 'e', A[i])
   end
   if A[1] == '' and A[3] ~= '1' then
-    -- The Task stays as stored, some events behind: readers replay the rest (snapshot.rs).
-    -- The size returned leaves it out: such a write neither finishes nor moves the task, so
-    -- nothing notes its size.
-    redis.call('HSET', K[1], 'seq', last, 'bytes', bytes)
+    -- The Task stays as stored, some events behind (its generation says which it includes);
+    -- 'lag' tells readers to replay the rest (snapshot.rs). The size returned leaves it out:
+    -- such a write neither finishes nor moves the task, so nothing notes its size.
+    redis.call('HSET', K[1], 'seq', last, 'bytes', bytes, 'lag', '1')
     return {'ok', '0', tostring(bytes)}
   end
   if A[3] ~= '1' then
-    redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'snap', last, 'bytes', bytes)
+    redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes)
     return {'ok', '0', tostring(bytes + #A[1])}
   end
   -- Finishing (a finished task was refused above): 'fin' goes in the same HSET.
-  redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'snap', last, 'bytes', bytes, 'fin', A[4])
+  redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes, 'fin', A[4])
   redis.call('PEXPIRE', K[1], A[5])
   redis.call('PEXPIRE', K[2], A[5])
   redis.call('PEXPIRE', K[3], A[5])
@@ -108,10 +108,9 @@ fn with_functions(body: &str) -> Script {
 pub static SAVE: LazyLock<Script> = LazyLock::new(|| {
     with_functions(
         r"
-local stored = redis.call('HMGET', KEYS[1], 'owner', 'bytes', 'fin', 'seq')
+local stored = redis.call('HMGET', KEYS[1], 'owner', 'bytes', 'fin')
 if stored[1] and stored[1] ~= ARGV[2] then return {'owner', stored[1]} end
 redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2])
-if stored[4] then redis.call('HSET', KEYS[1], 'snap', stored[4]) end
 local newly = '0'
 if ARGV[3] == '1' then newly = finish(KEYS[1], KEYS[2], KEYS[3], stored[3], ARGV[4], ARGV[5]) end
 return {'ok', newly, tostring(tonumber(stored[2] or '0') + #ARGV[1])}

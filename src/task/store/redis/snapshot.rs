@@ -1,16 +1,22 @@
 //! A task stored as a snapshot and the events after it.
 //!
-//! The task hash's `task` is the Task as of event `snap`; `seq` is the last event stored. With
-//! no `snap` (a task written once, born finished), `task` includes `seq`. While only artifacts
-//! come, the owner keeps the stored Task up to `task::fleet::TASK_LAG` events behind rather
-//! than rewrite the whole of it, which grows with every chunk, for each write (the journal
-//! decides, `task/journal.rs`; docs/FLEET.md, "Streaming: a snapshot every K events"), so a
-//! reader brings the snapshot up to `seq` with the events in between, from the task's stream,
-//! by the owner's own rules (`rules::replay`).
+//! While only artifacts come, the owner keeps the stored Task some events behind its stream
+//! (at most `--fleet-task-lag`) rather than rewrite the whole of it, which grows with every
+//! chunk, for each write (the journal decides, `task/journal.rs`; docs/FLEET.md, "Streaming: a
+//! snapshot every K events"). Such a write sets the task hash's `lag`; the Task's own
+//! `generation` says which event it includes (every Task stored carries the seq of its last
+//! update there), and `seq` is the last event stored. A reader of a task with `lag` brings the
+//! Task up to `seq` with the events in between, from the task's stream, by the owner's own
+//! rules (`rules::replay`).
+//!
+//! The marker, not a seq of its own, says to look: a writer that stores the whole Task again
+//! (this version's, or an older one's after a takeover) leaves `lag` set but a Task whose
+//! generation is `seq`, so nothing is replayed twice. A Task stored before generations were
+//! stamped has none, and no `lag` either.
 //!
 //! The two reads are not one step, and need not be: stream entries never change, so the events
-//! in (`snap`, `seq`] read later are the ones that were there. Only their going can break it (the
-//! task dropped by retention, or trimmed past them by a burst); then the reader reads again.
+//! read later are the ones that were there. Only their going can break it (the task dropped by
+//! retention, or trimmed past them by a burst); then the reader reads again.
 use std::sync::Arc;
 
 use prost::Message as _;
@@ -27,23 +33,29 @@ use crate::task::rules;
 pub(super) const READS: usize = 3;
 
 impl RedisStore {
-    /// `task` (as stored, the Task as of event `snap`) brought up to event `seq`; `None` when the
-    /// events in between are no longer all in the stream (read the task again).
+    /// `task` as stored, brought up to event `seq` when `lag` says it may be behind; `None`
+    /// when the events in between are no longer all in the stream (read the task again).
     pub(super) async fn caught_up(
         &self,
         task_id: &str,
         task: Vec<u8>,
-        snap: Option<u64>,
+        lag: bool,
         seq: u64,
     ) -> Result<Option<Vec<u8>>, A2aError> {
-        let Some(snap) = snap.filter(|snap| *snap < seq) else { return Ok(Some(task)) };
+        if !lag {
+            return Ok(Some(task));
+        }
+        let mut caught_up = Arc::new(decode_task(task_id, &task)?);
+        let snap = u64::try_from(caught_up.generation).unwrap_or(0);
+        if snap >= seq {
+            return Ok(Some(task));
+        }
         let mut cmd = redis::cmd("XRANGE");
         cmd.arg(self.keys.events(task_id)).arg(format!("{}-0", snap + 1)).arg(format!("{seq}-0"));
         let entries: Vec<Entry> = self.redis.query("catch_up", &cmd).await?;
         if entries.len() as u64 != seq - snap {
             return Ok(None);
         }
-        let mut caught_up = Arc::new(decode_task(task_id, &task)?);
         for ((id, fields), at) in entries.into_iter().zip(snap + 1..) {
             let foreign =
                 || A2aError::Internal(format!("event stream of task {task_id} has a foreign entry {id}"));
