@@ -206,6 +206,19 @@ async fn a_finished_task_takes_no_more_events() {
     // A writer that lost the task to the survivor that failed it, at the next seq.
     let late = store.append(&alice, &task_at(2), 2, Bytes::from_static(b"late"), BOUNDS, None).await.unwrap();
     assert_eq!(late, Err(Fenced::Finished));
+    // An owner that stalled past its lease retries the event the survivor's end took the seq
+    // of: finished, not "your write landed" (it would show its own event as stored).
+    let stalled =
+        store.append(&alice, &task_at(1), 1, Bytes::from_static(b"mine"), BOUNDS, None).await.unwrap();
+    assert_eq!(stalled, Err(Fenced::Finished));
+    let mut other_end = failed.clone();
+    other_end.status.get_or_insert_default().state = TaskState::Completed as i32;
+    let ending =
+        store.append(&alice, &other_end, 1, Bytes::from_static(b"mine"), BOUNDS, None).await.unwrap();
+    assert_eq!(ending, Err(Fenced::Finished), "another end than the stored one is not its own");
+    // The writer's own end, landed with its reply lost, is its own: the seq says so.
+    let own = store.append(&alice, &failed, 1, Bytes::from_static(b"end"), BOUNDS, None).await.unwrap();
+    assert_eq!(own, Err(Fenced::Seq { stored: 1 }));
     let (snapshot, seq) = store.snapshot(&alice, "t").await.unwrap().unwrap();
     assert_eq!(
         (TaskState::try_from(snapshot.status.as_ref().unwrap().state), seq),

@@ -43,9 +43,15 @@ local function append(K, A, from)
   -- A new task's first event is 2 (generation 1 is its creation, which has no event).
   local seq = stored[2] or (A[6] == '2' and '1' or '0')
   local first = tonumber(A[6])
-  if tonumber(seq) + 1 ~= first then return {'seq', seq} end
   -- A finished task takes no more events (a writer that lost it to a takeover, and took the
-  -- lease again after the survivor let it go, must not write past its end).
+  -- lease again after the survivor let it go, must not write past its end), and a writer that
+  -- finds it finished by another must not take that end for its own write landed with its
+  -- reply lost, even where the seq it expected was passed: only its own Task, the same bytes,
+  -- is its own.
+  if stored[4] and (A[3] ~= '1' or redis.call('HGET', K[1], 'task') ~= A[1]) then
+    return {'finished', seq}
+  end
+  if tonumber(seq) + 1 ~= first then return {'seq', seq} end
   if stored[4] then return {'finished', seq} end
   local last = first - 1
   local bytes = tonumber(stored[3] or '0')
