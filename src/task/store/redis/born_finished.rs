@@ -12,7 +12,7 @@
 //! retention note. On a single node the keys get no `PEXPIRE`, and the SendMessage record of the
 //! message that made the task loses its expiry (`PERSIST`): the note, which names the record,
 //! lands in the same `MULTI`, so the evictor (by count, bytes and age) bounds them all, and a
-//! read of a task past the retention age finds it gone by its `fin` (`load_bytes`). On a
+//! read of a task past the retention age finds it gone by its `fin` (`load`). On a
 //! cluster the note is another slot's `MULTI`, so the keys keep the age as their TTL there.
 //! `MULTI` keeps them one step for readers, the AOF and replicas (on a cluster, one step per
 //! slot: readers already tolerate an index entry whose task is not there yet, as on the

@@ -3,11 +3,13 @@
 //! trip; the pieces' members are merged in ListTasks order (they are ordered strings, so the
 //! merge is a sort) and the tasks then read from their own slots.
 
+use std::sync::Arc;
+
 use redis::Value;
 
 use super::conn::Part;
 use super::keys::{at_or_after_bound, encode, index_member, owner_id, parse_member, position};
-use super::{RedisStore, decode_task, scripts};
+use super::{RedisStore, scripts};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::task::store::{Cursor, TaskPage, TaskQuery};
@@ -56,20 +58,18 @@ impl RedisStore {
                 members.truncate(query.page_size + 1);
             }
             let loaded =
-                futures::future::join_all(members.iter().map(|c| self.load_bytes(owner, &c.task_id))).await;
+                futures::future::join_all(members.iter().map(|c| self.load(owner, &c.task_id))).await;
             let (mut stale, mut page) = (0, Vec::with_capacity(members.len()));
             for (cursor, task) in members.into_iter().zip(loaded) {
                 match task {
-                    Ok(Some((bytes, _))) => page.push((cursor, bytes)),
+                    Ok(Some((task, _))) => page.push((cursor, task)),
                     Ok(None) => {
                         self.unindex(&oid, &cursor.task_id, &position(cursor.timestamp_nanos)).await?;
                         stale += 1;
                     }
-                    // A task that cannot be read back (its events do not replay) is skipped and
-                    // reported, as one that does not decode is: it cannot break the page.
-                    Err(A2aError::Internal(problem)) => {
-                        tracing::error!(task_id = %cursor.task_id, %problem, "a listed task cannot be read; skipped");
-                    }
+                    // A task that cannot be read back (it does not decode, or its events do not
+                    // replay) is skipped, reported where it was found: it cannot break the page.
+                    Err(A2aError::Internal(_)) => {}
                     Err(error) => return Err(error),
                 }
             }
@@ -79,11 +79,7 @@ impl RedisStore {
             let more = page.len() > query.page_size;
             page.truncate(query.page_size);
             let next = if more { page.last().map(|(cursor, _)| cursor.clone()) } else { None };
-            // A task that does not decode is skipped (and reported): it cannot break the page.
-            let tasks = page
-                .into_iter()
-                .filter_map(|(cursor, bytes)| decode_task(&cursor.task_id, &bytes).ok())
-                .collect();
+            let tasks = page.into_iter().map(|(_, task)| Arc::unwrap_or_clone(task)).collect();
             return Ok(TaskPage { tasks, next, total: total.saturating_sub(stale) });
         }
     }

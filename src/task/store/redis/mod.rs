@@ -254,19 +254,11 @@ impl RedisStore {
         self.redis.run("unindex", limit, unindex.invoke_async::<i64>(&mut conn)).await.map(drop)
     }
 
-    /// The stored task and its seq, if it exists and belongs to `owner`.
+    /// The stored task and its seq, if it exists, belongs to `owner` and finished no longer ago
+    /// than the retention age (a born-finished task on a single node has no TTL: the evictor
+    /// takes it within an age tick, and until then `fin` says it is gone). A Task stored some
+    /// events behind is brought up to date (`snapshot.rs`).
     async fn load(&self, owner: &Owner, task_id: &str) -> Result<Option<(Arc<Task>, u64)>, A2aError> {
-        match self.load_bytes(owner, task_id).await? {
-            Some((bytes, seq)) => Ok(Some((Arc::new(decode_task(task_id, &bytes)?), seq))),
-            None => Ok(None),
-        }
-    }
-
-    /// The stored task's encoding and its seq, if it exists, belongs to `owner` and finished
-    /// no longer ago than the retention age (a born-finished task on a single node has no TTL:
-    /// the evictor takes it within an age tick, and until then `fin` says it is gone).
-    /// A Task stored some events behind is brought up to date (`snapshot.rs`).
-    async fn load_bytes(&self, owner: &Owner, task_id: &str) -> Result<Option<(Vec<u8>, u64)>, A2aError> {
         let fields = ["task", "owner", "seq", "fin", "lag"];
         let cmd = redis::cmd("HMGET").arg(self.keys.task(task_id)).arg(&fields).to_owned();
         for _ in 0..snapshot::READS {
@@ -278,10 +270,10 @@ impl RedisStore {
                 return Ok(None);
             }
             let seq = seq.unwrap_or(0);
-            if let Some(bytes) = self.caught_up(task_id, bytes, lag.is_some(), seq).await? {
+            if let Some(task) = self.caught_up(task_id, &bytes, lag.is_some(), seq).await? {
                 // What a reader is shown must be replicated too (it may be a write in flight).
                 self.redis.replicated(before).await?;
-                return Ok(Some((bytes, seq)));
+                return Ok(Some((Arc::new(task), seq)));
             }
         }
         Err(snapshot::kept_moving(task_id))

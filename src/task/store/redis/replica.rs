@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::conn::Part;
 use super::fleet::{Fenced, StreamBounds};
 use super::keys::{encode, owner_id, position};
-use super::{RedisStore, decode_task, millis, now_ms, retention, scripts, snapshot, status_nanos};
+use super::{RedisStore, millis, now_ms, retention, scripts, snapshot, status_nanos};
 use crate::call::Owner;
 use crate::error::A2aError;
 use crate::proto::Task;
@@ -260,8 +260,8 @@ impl RedisStore {
                 self.redis.query("orphan", &cmd).await?;
             let (Some(bytes), Some(owner_id)) = (bytes, owner) else { return Ok(None) };
             let seq = seq.unwrap_or(0);
-            if let Some(bytes) = self.caught_up(task_id, bytes, lag.is_some(), seq).await? {
-                return Ok(Some(Orphan { task: Arc::new(decode_task(task_id, &bytes)?), seq, owner_id }));
+            if let Some(task) = self.caught_up(task_id, &bytes, lag.is_some(), seq).await? {
+                return Ok(Some(Orphan { task: Arc::new(task), seq, owner_id }));
             }
         }
         Err(snapshot::kept_moving(task_id))

@@ -26,6 +26,7 @@ use super::{RedisStore, decode_task};
 use crate::error::A2aError;
 use crate::proto::{StreamResponse, Task};
 use crate::task::rules;
+use crate::task::store::undecodable::undecodable;
 
 /// Reads of a task and its events after the snapshot before a reader gives up (UNAVAILABLE):
 /// the events go only when the task does (then the next read finds no task) or when a writer
@@ -33,22 +34,20 @@ use crate::task::rules;
 pub(super) const READS: usize = 3;
 
 impl RedisStore {
-    /// `task` as stored, brought up to event `seq` when `lag` says it may be behind; `None`
-    /// when the events in between are no longer all in the stream (read the task again).
+    /// The Task stored as `task`, decoded and brought up to event `seq` when `lag` says it may
+    /// be behind; `None` when the events in between are no longer all in the stream (read the
+    /// task again). One whose events do not replay is reported as one that does not decode.
     pub(super) async fn caught_up(
         &self,
         task_id: &str,
-        task: Vec<u8>,
+        task: &[u8],
         lag: bool,
         seq: u64,
-    ) -> Result<Option<Vec<u8>>, A2aError> {
-        if !lag {
-            return Ok(Some(task));
-        }
-        let mut caught_up = Arc::new(decode_task(task_id, &task)?);
+    ) -> Result<Option<Task>, A2aError> {
+        let mut caught_up = Arc::new(decode_task(task_id, task)?);
         let snap = u64::try_from(caught_up.generation).unwrap_or(0);
-        if snap >= seq {
-            return Ok(Some(task));
+        if !lag || snap >= seq {
+            return Ok(Some(Arc::unwrap_or_clone(caught_up)));
         }
         let mut cmd = redis::cmd("XRANGE");
         cmd.arg(self.keys.events(task_id)).arg(format!("{}-0", snap + 1)).arg(format!("{seq}-0"));
@@ -57,8 +56,7 @@ impl RedisStore {
             return Ok(None);
         }
         for ((id, fields), at) in entries.into_iter().zip(snap + 1..) {
-            let foreign =
-                || A2aError::Internal(format!("event stream of task {task_id} has a foreign entry {id}"));
+            let foreign = || undecodable(task_id, format!("its event stream has a foreign entry {id}"));
             if id != format!("{at}-0") {
                 return Err(foreign());
             }
@@ -66,10 +64,10 @@ impl RedisStore {
             let payload =
                 StreamResponse::decode(&event[..]).ok().and_then(|e| e.payload).ok_or_else(foreign)?;
             rules::replay(&mut caught_up, at, payload).map_err(|problem| {
-                A2aError::Internal(format!("event {at} of task {task_id} does not replay: {problem}"))
+                undecodable(task_id, format!("its event {at} does not replay: {problem}"))
             })?;
         }
-        Ok(Some(Task::encode_to_vec(&caught_up)))
+        Ok(Some(Arc::unwrap_or_clone(caught_up)))
     }
 }
 
