@@ -9,7 +9,7 @@ mod common;
 
 use a2a_server::proto::send_message_response::Payload as Reply;
 use a2a_server::proto::{ListTasksRequest, Message, SendMessageRequest, Task, TaskState};
-use common::fleet::{Fleet, within};
+use common::fleet::{Fleet, eventually, within};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
 
@@ -100,4 +100,34 @@ async fn a_retry_on_another_replica_gets_the_first_outcome() {
     // Another message under the same id is no retry: it runs, and meets the completed task.
     let refused = within("SendMessage", c.send_message(other)).await.expect_err("a finished task");
     assert_a2a_error(&refused, tonic::Code::FailedPrecondition, "UNSUPPORTED_OPERATION");
+}
+
+/// A follow-up's SendMessage record is kept like a finished task: retention counts it and
+/// lets it go, oldest first. Nothing noted it before (a new task's member names only the
+/// message that made it), so each stayed the whole retention age, an hour by default,
+/// whatever retention's count and bytes said: Redis grew by a record per follow-up however
+/// few tasks it kept.
+#[tokio::test]
+async fn a_follow_ups_record_is_kept_like_a_finished_task() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(1, &redis.url(), &["--task-retention-count", "4"]);
+    let mut last = String::new();
+    for turn in 0..10 {
+        let asked = task(send_on(&fleet, A, send("input")).await);
+        let answer = follow_up(&asked, &format!("blue {turn}"));
+        last.clone_from(&answer.message.as_ref().unwrap().message_id);
+        assert_eq!(state(&task(send_on(&fleet, A, answer).await)), TaskState::Completed);
+    }
+    let conn = ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    // Each task's record goes with it, each follow-up's on its own: 4 records at the most.
+    let records = || {
+        let (mut conn, pattern) = (conn.clone(), format!("{}:*sent:*", fleet.prefix));
+        async move { ::redis::cmd("KEYS").arg(pattern).query_async::<Vec<String>>(&mut conn).await.unwrap() }
+    };
+    eventually("retention lets the records go", std::time::Duration::from_secs(10), || async {
+        records().await.len() <= 4
+    })
+    .await;
+    let left = records().await;
+    assert!(left.iter().any(|key| key.ends_with(&format!("sent:{last}"))), "the newest stays: {left:?}");
 }

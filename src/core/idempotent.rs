@@ -44,8 +44,10 @@
 //! ## Limits, argued
 //! - A record lasts the retention age from its claim (Redis `PX`, which a task born finished on
 //!   one Redis node takes away, as retention then drops the record with the task; the memory
-//!   store also drops the oldest beyond retention's count and reply bytes). A retry after
-//!   that, or after its task left retention, runs anew.
+//!   store also drops the oldest beyond retention's count and reply bytes). In Redis,
+//!   retention's count and bytes bound the records too: a new task's goes with the task, a
+//!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`).
+//!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
 //! - A call dropped by its client while its new task's agent has not sent a first event for
@@ -213,8 +215,10 @@ impl Claim {
                 let replied = SentRecord { fingerprint: sent.fingerprint, state };
                 store.swap_sent(owner, message_id, &record, Some(&replied)).await.map(drop)
             }
-            // The task's history holds the message: the task is the outcome.
-            Ok(Started::Turn(_) | Started::Settled(_)) => Ok(()),
+            // The task's history holds the message: the task is the outcome. A new task's
+            // record goes with it; a follow-up's is kept on its own (`TaskStore::keep_sent`).
+            Ok(Started::Turn(_) | Started::Settled(_)) if sent.new_task => Ok(()),
+            Ok(Started::Turn(_) | Started::Settled(_)) => store.keep_sent(owner, message_id, &record).await,
             // The task may hold the message even so (a caller held for a write the store kept
             // refusing; a forwarded follow-up that timed out): the claim stays, and goes stale
             // unless a task holds the message. Looking now would hold this answer up.

@@ -150,6 +150,18 @@ pub trait TaskStore: Send + Sync + 'static {
         old: &SentRecord,
         new: Option<&SentRecord>,
     ) -> Result<bool, A2aError>;
+    /// A follow-up's message is in its task's history, so its `record` (a claim) stays as
+    /// what the message stands for: a store whose retention does not already bound such a
+    /// record (no task's retention takes it along, as a new task's) bounds it now. By default
+    /// nothing: the memory store's records are bounded as they are claimed.
+    async fn keep_sent(
+        &self,
+        _owner: &Owner,
+        _message_id: &str,
+        _record: &SentRecord,
+    ) -> Result<(), A2aError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

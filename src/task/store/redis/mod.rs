@@ -412,6 +412,10 @@ impl TaskStore for RedisStore {
     ) -> Result<bool, A2aError> {
         self.swap_sent_record(owner, message_id, old, new).await
     }
+
+    async fn keep_sent(&self, owner: &Owner, message_id: &str, record: &SentRecord) -> Result<(), A2aError> {
+        self.note_record(owner, message_id, record).await
+    }
 }
 
 /// [`scripts::UNINDEX`] of (task id, expected position) pairs in one piece of an owner's

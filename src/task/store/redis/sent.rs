@@ -74,23 +74,29 @@ impl RedisStore {
         let limit = self.redis.timeouts().command;
         let swapped: i64 = self.redis.run("swap_sent", limit, swap.invoke_async(&mut conn)).await?;
         if let (1, Some(reply @ SentRecord { state: SentState::Replied(_), .. })) = (swapped, new) {
-            self.note_reply(owner, message_id, reply).await?;
+            self.note_record(owner, message_id, reply).await?;
         }
         Ok(swapped == 1)
     }
 
-    /// Notes a direct reply's record for retention, as a finished task without a task: it
-    /// counts toward the same limits, and the evictor unlinks the record when it goes
-    /// (`retention/member.rs`). Without this a record of a reply stayed the whole retention
-    /// age, one per call, however few tasks retention kept.
-    async fn note_reply(&self, owner: &Owner, message_id: &str, reply: &SentRecord) -> Result<(), A2aError> {
+    /// Notes a record no task takes along for retention, as a finished task without a task:
+    /// a direct reply's, or a follow-up's once its task holds the message (a new task's member
+    /// names only the message that made it). It counts toward the same limits, and the
+    /// evictor unlinks the record when it goes (`retention/member.rs`). Without this such a
+    /// record stayed the whole retention age, one per call, however few tasks retention kept.
+    pub(super) async fn note_record(
+        &self,
+        owner: &Owner,
+        message_id: &str,
+        record: &SentRecord,
+    ) -> Result<(), A2aError> {
         let oid = owner_id(owner);
         let message = encode(message_id);
-        let size = reply.encode().len() as u64;
+        let size = record.encode().len() as u64;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let member = retention::member(size, &position(now), "", &oid, "", Some(&message));
         let note = self.note_part(&message, member, size);
-        let noted = self.redis.together("note_reply", vec![note]).await?;
+        let noted = self.redis.together("note_record", vec![note]).await?;
         if let Some(noted) = noted.into_iter().next() {
             self.noted(noted, size)?;
         }
