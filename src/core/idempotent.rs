@@ -218,7 +218,13 @@ impl Claim {
             // The task's history holds the message: the task is the outcome. A new task's
             // record goes with it; a follow-up's is kept on its own (`TaskStore::keep_sent`).
             Ok(Started::Turn(_) | Started::Settled(_)) if sent.new_task => Ok(()),
-            Ok(Started::Turn(_) | Started::Settled(_)) => store.keep_sent(owner, message_id, &record).await,
+            Ok(Started::Turn(_) | Started::Settled(_)) => {
+                if let Err(error) = store.keep_sent(owner, message_id, &record).await {
+                    // The record stands as it is; only the retention age bounds it now.
+                    tracing::warn!(%error, message_id, "noting a follow-up's SendMessage record for retention failed");
+                }
+                Ok(())
+            }
             // The task may hold the message even so (a caller held for a write the store kept
             // refusing; a forwarded follow-up that timed out): the claim stays, and goes stale
             // unless a task holds the message. Looking now would hold this answer up.
