@@ -127,6 +127,8 @@
 //!   called from every write an answer or event depends on (`Redis::write`, `replicated`); the
 //!   `--store` URL forms `task/store/url.rs`. Prove it with `tests/store/replicated.rs` and
 //!   fault (e) of `tests/fleet_faults.rs` (`tests/faults/failover.rs`); docs/FLEET.md, "Durability".
+//!   Redis out of memory (a write refused at its `maxmemory`) wakes the evictor to make room:
+//!   `task/store/redis/full.rs`, proven by `tests/redis_full.rs`.
 //! - **Change how webhooks survive their owner**: the outbox entries the `WRITE` script adds and
 //!   their reads `task/store/redis/outbox.rs`, the leader that delivers them `fleet/outbox.rs`,
 //!   the acknowledgement of a delivered entry `push/ticket.rs`; prove it with

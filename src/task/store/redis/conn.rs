@@ -12,6 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisFuture, RedisResult, Value};
 
 use super::acks::{Acks, WaitFor};
+use super::full::Full;
 use super::link::{Link, LinkConn, Source, open};
 use crate::error::A2aError;
 use crate::task::store::url::RedisTarget;
@@ -106,6 +107,8 @@ pub struct Redis {
     trouble_ms: AtomicU64,
     /// The `run_id` Redis gave last (a single node's: a new one means it restarted).
     run_id: Mutex<Option<String>>,
+    /// What a refusal for memory sets off (`full.rs`).
+    full: Full,
 }
 
 impl Redis {
@@ -153,6 +156,7 @@ impl Redis {
             since: Instant::now(),
             trouble_ms: AtomicU64::new(0),
             run_id: Mutex::new(None),
+            full: Full::new(),
         });
         let ping = redis::cmd("PING");
         let ping = redis.query::<String>("ping", &ping);
@@ -181,6 +185,11 @@ impl Redis {
     /// The timeouts in force.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
+    }
+
+    /// Notified when Redis refuses a write for memory: the evictor makes room (`full.rs`).
+    pub(super) fn room_wanted(&self) -> Arc<tokio::sync::Notify> {
+        self.full.room()
     }
 
     /// How long this replica has seen Redis answer without a break: since its last failed
@@ -334,11 +343,17 @@ impl Redis {
             Err(_) => format!("no answer within {limit:?}"),
         };
         metrics::counter!("a2a_redis_errors_total", "op" => op).increment(1);
-        self.trouble();
-        tracing::warn!(op, address = %self.target.address(), %error, "Redis call failed");
+        let address = self.target.address();
+        // Redis answered: a refusal for memory is no break in this replica's sight of it.
+        let what = if self.full.refused(&error, &address) {
+            "full"
+        } else {
+            self.trouble();
+            "unavailable"
+        };
+        tracing::warn!(op, %address, %error, "Redis call failed");
         Err(A2aError::Unavailable(format!(
-            "the task store (Redis at {}) is unavailable: {op} failed: {error}",
-            self.target.address()
+            "the task store (Redis at {address}) is {what}: {op} failed: {error}"
         )))
     }
 

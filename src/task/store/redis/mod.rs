@@ -33,6 +33,7 @@ mod batcher;
 mod born_finished;
 mod conn;
 mod fleet;
+mod full;
 mod group_commit;
 pub mod keys;
 mod link;

@@ -19,12 +19,15 @@ pub(in crate::task::store::redis) enum RetainFor {
     Over,
     /// A read (ListTasks): every expired task goes now.
     Read,
+    /// Redis refused a write for memory (`full.rs`): one batch of the oldest goes, whatever
+    /// the limits.
+    Room,
 }
 
 impl RetainFor {
     pub(super) fn age_slack(self, max_count: usize) -> usize {
         match self {
-            Self::Background | Self::Over => (max_count / 64).max(1),
+            Self::Background | Self::Over | Self::Room => (max_count / 64).max(1),
             Self::Read => 1,
         }
     }
@@ -120,8 +123,13 @@ fn limits(looks: &[Look], retention: &Retention, why: RetainFor) -> (u64, i64, u
     // rounds is under the limit: else its second round found nothing to take (one look
     // wasted per wake).
     let draining = matches!(why, RetainFor::Over) && (count > low.0 || bytes > low.1);
-    let (keep_count, keep_bytes) =
-        if count > max_count || bytes > max_bytes || draining { low } else { (count, bytes) };
+    let (keep_count, keep_bytes) = if matches!(why, RetainFor::Room) {
+        (count.saturating_sub(EVICT_BATCH as u64), bytes)
+    } else if count > max_count || bytes > max_bytes || draining {
+        low
+    } else {
+        (count, bytes)
+    };
     let expired = if expired < why.age_slack(retention.max_finished) as u64 { 0 } else { expired };
     (count, bytes, expired, keep_count, keep_bytes)
 }
@@ -195,6 +203,23 @@ mod tests {
         assert_eq!(names(&choose(&looks, &bytes, RetainFor::Read)), [vec!["a"], vec!["b"], vec![]]);
         let bytes = Retention { max_bytes: 29, ..bytes };
         assert_eq!(names(&choose(&looks, &bytes, RetainFor::Read)), [vec!["a", "d"], vec!["b"], vec![]]);
+    }
+
+    #[test]
+    fn room_takes_a_batch_of_the_oldest_whatever_the_limits() {
+        let roomy =
+            Retention { max_finished: 10_000, max_age: Duration::from_secs(3600), max_bytes: 1 << 30 };
+        let small = [look(2, 0, &[(1.0, "a", 10), (4.0, "d", 10)]), look(1, 0, &[(2.0, "b", 10)])];
+        assert!(wanted(&small, &roomy, RetainFor::Over).is_none(), "within the limits");
+        assert_eq!(wanted(&small, &roomy, RetainFor::Room), Some(3));
+        assert_eq!(names(&choose(&small, &roomy, RetainFor::Room)), [vec!["a", "d"], vec!["b"]]);
+        // Never more than a batch a round: each refusal for memory asks for one more.
+        let many: Vec<(f64, String, i64)> = (0..40).map(|i| (f64::from(i), format!("m{i:02}"), 1)).collect();
+        let many: Vec<(f64, &str, i64)> = many.iter().map(|(s, m, b)| (*s, m.as_str(), *b)).collect();
+        let chosen = choose(&[look(40, 0, &many)], &roomy, RetainFor::Room);
+        assert_eq!(chosen[0].len(), EVICT_BATCH);
+        assert_eq!(chosen[0][0].0, "m00", "the oldest first");
+        assert!(choose(&[look(0, 0, &[])], &roomy, RetainFor::Room)[0].is_empty(), "nothing to take");
     }
 
     #[test]

@@ -95,11 +95,12 @@ impl Retainer {
     /// The retainer, with its evictor running until the store is dropped.
     pub(super) fn start(redis: Arc<Redis>, keys: Keys, retention: Retention) -> Arc<Self> {
         let wake = Arc::new(Notify::new());
+        let room = redis.room_wanted();
         let pieces = keys.finished_shards();
         let counted = (AtomicU64::new(0), AtomicI64::new(0));
         let over = AtomicBool::new(false);
         let retainer = Arc::new(Self { redis, keys, retention, pieces, counted, over, wake: wake.clone() });
-        tokio::spawn(evictor(Arc::downgrade(&retainer), wake));
+        tokio::spawn(evictor(Arc::downgrade(&retainer), wake, room));
         retainer
     }
 
@@ -126,11 +127,12 @@ impl Retainer {
         }
     }
 
-    /// Runs rounds until one takes less than a full batch (at most [`MAX_ROUNDS`]).
+    /// Runs rounds until one takes less than a full batch (at most [`MAX_ROUNDS`]); for room,
+    /// one round (each refusal for memory asks for one more).
     pub(super) async fn rounds(&self, why: RetainFor) -> Result<(), A2aError> {
-        let mut eager = matches!(why, RetainFor::Over);
+        let mut eager = matches!(why, RetainFor::Over | RetainFor::Room);
         for _ in 0..MAX_ROUNDS {
-            if self.round(why, eager).await? < EVICT_BATCH {
+            if self.round(why, eager).await? < EVICT_BATCH || matches!(why, RetainFor::Room) {
                 break;
             }
             // A full batch went: the next round has some to take too.
@@ -361,11 +363,12 @@ impl Retainer {
 }
 
 /// The evictor: a round whenever a write finds the fleet over a limit, and once a
-/// [`AGE_TICK`] for age; as many rounds as it takes (up to [`MAX_ROUNDS`]). Ends with its
-/// store.
-async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>) {
+/// [`AGE_TICK`] for age; as many rounds as it takes (up to [`MAX_ROUNDS`]). A round for
+/// `room` whenever Redis refused a write for memory (`full.rs`). Ends with its store.
+async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>, room: Arc<Notify>) {
     loop {
         let why = tokio::select! {
+            () = room.notified() => RetainFor::Room,
             () = wake.notified() => RetainFor::Over,
             () = tokio::time::sleep(AGE_TICK) => RetainFor::Background,
         };

@@ -1,0 +1,84 @@
+//! Redis out of memory (its `maxmemory` reached, `maxmemory-policy noeviction`): the fleet
+//! makes room by dropping its oldest finished tasks, as retention would, instead of refusing
+//! every call until an operator steps in. Before, a write refused for memory woke nothing
+//! (retention's limits were not reached), so every new call failed UNAVAILABLE and every
+//! task whose write was refused waited for the store for ever.
+//!
+//! Needs `redis-server` (skipped without it, like the other fleet tests).
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fleet::Fleet;
+use common::redis::RedisServer;
+use common::*;
+use futures::StreamExt;
+
+/// Calls sent in all: several times what the memory Redis is given holds.
+const CALLS: usize = 3_000;
+
+/// Calls in flight at once.
+const IN_FLIGHT: usize = 8;
+
+fn info_field(info: &str, field: &str) -> u64 {
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO has no {field}: {info}"))
+}
+
+#[tokio::test]
+async fn a_full_redis_makes_room_by_dropping_the_oldest_finished_tasks() {
+    let Some(redis) = RedisServer::start() else { return };
+    let used = info_field(&redis.command("INFO memory").expect("INFO"), "used_memory");
+    // Room for some hundreds of echo tasks, far below retention's limits (10,000, 256 MiB).
+    let limit = used + 2 * 1024 * 1024;
+    for setting in [format!("CONFIG SET maxmemory {limit}"), "CONFIG SET maxmemory-policy noeviction".into()]
+    {
+        assert!(redis.command(&setting).expect("CONFIG SET").contains("OK"), "{setting}");
+    }
+    let fleet = Fleet::start(1, &redis.url(), &[]);
+    let client = fleet[0].client().await;
+    let started = Instant::now();
+    let (mut refused, mut done) = (0, 0);
+    let mut calls = futures::stream::iter(0..CALLS)
+        .map(|i| {
+            let mut client = client.clone();
+            async move {
+                // A call refused while room is being made is retried, as a client would.
+                let mut refused = 0;
+                loop {
+                    let request = send(&format!("echo {i} {}", "x".repeat(200)));
+                    match tokio::time::timeout(Duration::from_secs(10), client.send_message(request)).await {
+                        Ok(Ok(_)) => return refused,
+                        Ok(Err(status)) if status.code() == tonic::Code::Unavailable && refused < 50 => {
+                            refused += 1;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Ok(Err(status)) => panic!("call {i}: {status:?}"),
+                        Err(_) => panic!("call {i} had no answer within 10 s"),
+                    }
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT);
+    while let Some(tries) = calls.next().await {
+        refused += tries;
+        done += 1;
+    }
+    assert_eq!(done, CALLS);
+    let info = redis.command("INFO memory").expect("INFO");
+    let kept: u64 = redis
+        .command(&format!("ZCARD {}:{{finished}}", fleet.prefix))
+        .and_then(|reply| reply.trim().trim_start_matches(':').parse().ok())
+        .expect("ZCARD");
+    eprintln!(
+        "{CALLS} calls in {:?}: {refused} refused for memory and retried; {kept} finished tasks kept; \
+         Redis used {} of {limit} bytes",
+        started.elapsed(),
+        info_field(&info, "used_memory"),
+    );
+    assert!(fleet[0].metric("a2a_redis_out_of_memory_total").await > 0.0, "Redis did run out of memory");
+    assert!(kept < CALLS as u64, "room was made by dropping finished tasks: {kept} kept");
+    assert!(kept > 0, "only as many as room needed went");
+}
