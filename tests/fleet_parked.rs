@@ -73,3 +73,31 @@ async fn a_live_waiting_task_in_a_fleet_expires_on_its_owner_and_every_subscribe
         assert_eq!(item_generation(&last), task.generation + 1);
     }
 }
+
+/// A task waiting for input whose owner dies before it hibernated (a subscriber kept it live,
+/// or it waited less than the idle time) is left for the next call to revive, as a hibernated
+/// one is: the survivor that takes it over parks it, so it still expires on time (and counts
+/// toward the parked caps). Before, it was in no ledger: it waited for ever, its keys too.
+#[tokio::test]
+async fn a_waiting_task_whose_owner_dies_still_expires() {
+    let Some(redis) = RedisServer::start() else { return };
+    let args = ["--input-timeout-secs", "2", "--task-idle-secs", "600", "--lease-ms", "1000"];
+    let mut fleet = Fleet::start(2, &redis.url(), &args);
+    let mut owner = fleet.replicas[0].client().await;
+    let task = send_task(&mut owner, send("input")).await;
+    assert_eq!(state(&task), TaskState::InputRequired);
+    fleet.replicas[0].kill9();
+    let mut survivor = fleet.replicas[1].client().await;
+    let get = GetTaskRequest { id: task.id.clone(), ..Default::default() };
+    let mut last = task.clone();
+    for _ in 0..150 {
+        last = survivor.get_task(get.clone()).await.expect("GetTask").into_inner();
+        if state(&last) != TaskState::InputRequired {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state(&last), TaskState::Canceled, "the wait ended by the timeout: {last:?}");
+    assert_eq!(expiry_messages(&last), 1, "one cancel message");
+    assert_eq!(last.generation, task.generation + 1, "one event after the wait: the cancel");
+}

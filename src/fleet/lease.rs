@@ -6,7 +6,10 @@
 //! a task that was running is FAILED, with a status message saying its replica was lost,
 //! written to its event stream like any event, so every subscriber on every replica sees it.
 //! A task that was waiting for the client (INPUT_REQUIRED, AUTH_REQUIRED) lost nothing: it is
-//! left hibernated, for the next call to revive anywhere.
+//! left hibernated, for the next call to revive anywhere, and parked as its owner would have
+//! parked it on hibernating (`task/parked.rs`), so its input timeout still ends it and the
+//! parked caps count it. (A task dies unparked when its owner dies before it hibernated: a
+//! subscriber kept it live, or it waited less than the idle time.)
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +17,7 @@ use prost::Message as _;
 
 use super::Inner;
 use crate::proto::{StreamResponse, TaskState};
+use crate::task::parked::input_deadline_ms;
 use crate::task::rules::{failure, set_status, stamp_generation};
 use crate::task::{is_interrupted, is_terminal, state_of};
 
@@ -98,7 +102,11 @@ impl Inner {
             return Ok(());
         };
         let state = state_of(orphan.task.status.as_ref());
-        if is_terminal(state) || is_interrupted(state) || state == TaskState::Unspecified {
+        if is_interrupted(state) {
+            self.park_orphan(task_id, &orphan).await;
+            return Ok(());
+        }
+        if is_terminal(state) || state == TaskState::Unspecified {
             return Ok(());
         }
         let mut task = orphan.task.clone();
@@ -117,5 +125,22 @@ impl Inner {
             Err(fenced) => tracing::info!(%task_id, ?fenced, "another replica ended the task first"),
         }
         Ok(())
+    }
+
+    /// Parks a waiting orphan until its input deadline, before its lease goes (as its owner
+    /// would have on hibernating; a task already parked only has its deadline set again). If
+    /// that fails, the task is still there for a call to revive, only not timed.
+    async fn park_orphan(&self, task_id: &str, orphan: &crate::task::store::redis::Orphan) {
+        let (Some(env), Some(owner)) = (self.env.get().and_then(std::sync::Weak::upgrade), orphan.owner())
+        else {
+            return;
+        };
+        let deadline = input_deadline_ms(orphan.task.status.as_ref(), env.input_timeout);
+        match env.parked.park(&owner, task_id, deadline).await {
+            Ok(()) => tracing::info!(%task_id, "parked a waiting task whose replica stopped"),
+            Err(error) => {
+                tracing::warn!(%task_id, %error, "could not park a waiting task whose replica stopped")
+            }
+        }
     }
 }

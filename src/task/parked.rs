@@ -183,6 +183,18 @@ impl ParkedTasks for MemoryParked {
     }
 }
 
+/// When a task whose status asked for input at `status`'s time stops waiting (ms since the
+/// epoch): that time (now, if it has none or one from the future: an agent's own clock) plus
+/// `timeout`; [`NEVER`] without a timeout.
+pub fn input_deadline_ms(status: Option<&crate::proto::TaskStatus>, timeout: Option<Duration>) -> u64 {
+    let Some(timeout) = timeout else { return NEVER };
+    let now = now_ms();
+    let since = status.and_then(|s| s.timestamp.as_ref()).map_or(now, |t| {
+        (t.seconds.max(0) as u64).saturating_mul(1000).saturating_add(t.nanos.max(0) as u64 / 1_000_000)
+    });
+    since.min(now).saturating_add(millis(timeout))
+}
+
 /// Milliseconds since the epoch, now.
 pub fn now_ms() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::TaskActor;
 use crate::proto::{TaskState, TaskStatus};
 use crate::task::metrics::TaskMetrics;
-use crate::task::parked::{NEVER, millis, now_ms};
+use crate::task::parked::{NEVER, input_deadline_ms, now_ms};
 use crate::task::phase::Phase;
 use crate::task::{is_interrupted, rules, state_of};
 
@@ -20,15 +20,7 @@ impl TaskActor {
         let waiting = matches!(self.phase, Phase::Live)
             && is_interrupted(state_of(status))
             && self.executions.is_empty();
-        if !waiting {
-            return None;
-        }
-        let now = now_ms();
-        let since = status.and_then(|s| s.timestamp.as_ref()).map_or(now, |t| {
-            (t.seconds.max(0) as u64).saturating_mul(1000).saturating_add(t.nanos.max(0) as u64 / 1_000_000)
-        });
-        // A timestamp from the future (an agent's own clock) counts from now.
-        Some(since.min(now).saturating_add(millis(timeout)))
+        waiting.then(|| input_deadline_ms(status, Some(timeout)))
     }
 
     /// The input deadline on the actor's clock, to wake at.

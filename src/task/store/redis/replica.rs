@@ -49,6 +49,13 @@ pub struct Orphan {
     owner_id: String,
 }
 
+impl Orphan {
+    /// Its owner, if its stored owner id reads as one.
+    pub fn owner(&self) -> Option<crate::call::Owner> {
+        super::keys::owner_from_id(&self.owner_id)
+    }
+}
+
 impl RedisStore {
     /// Appends `events` (consecutive, from `first_seq`) and stores `task`, the Task after the
     /// last of them, in one atomic step, as [`RedisStore::append`] does for one event; checks
