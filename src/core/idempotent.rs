@@ -35,8 +35,9 @@
 //!
 //! ## What it costs
 //! Memory: one map operation per SendMessage. Redis: one round trip (the claim, a native `SET
-//! NX PX`: `task/store/redis/sent.rs`) before the agent runs, none after for a task (its
-//! write carries what the record needs), one more for a direct reply. A call whose message is
+//! NX PX`: `task/store/redis/sent.rs`) before the agent runs, none after for a new task (its
+//! write carries what the record needs), one more for a direct reply or a follow-up (noting
+//! the record for retention, which bounds it in Redis). A call whose message is
 //! not in a task after [`HEARTBEAT`] (a slow first event; a follow-up's blocking turn, whose
 //! task this replica cannot see take the message) refreshes its claim once per heartbeat.
 //! Retries pay their polling.
@@ -189,6 +190,8 @@ impl Claim {
         let Some(mut record) = record else { return work.await };
         let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
         let mut work = std::pin::pin!(work);
+        // Whether the record is still this call's (a refresh that found it gone says not).
+        let mut held = true;
         let outcome = loop {
             tokio::select! {
                 biased;
@@ -203,7 +206,7 @@ impl Claim {
                     match store.swap_sent(owner, message_id, &record, Some(&fresh)).await {
                         Ok(true) => record = fresh,
                         // Gone (retention made room): nothing is left to keep alive.
-                        Ok(false) => {}
+                        Ok(false) => held = false,
                         Err(error) => tracing::warn!(%error, "refreshing a SendMessage claim failed"),
                     }
                 }
@@ -216,8 +219,9 @@ impl Claim {
                 store.swap_sent(owner, message_id, &record, Some(&replied)).await.map(drop)
             }
             // The task's history holds the message: the task is the outcome. A new task's
-            // record goes with it; a follow-up's is kept on its own (`TaskStore::keep_sent`).
-            Ok(Started::Turn(_) | Started::Settled(_)) if sent.new_task => Ok(()),
+            // record goes with it; a follow-up's is kept on its own (`TaskStore::keep_sent`),
+            // if it is still this call's (else its retention would drop another call's).
+            Ok(Started::Turn(_) | Started::Settled(_)) if sent.new_task || !held => Ok(()),
             Ok(Started::Turn(_) | Started::Settled(_)) => {
                 if let Err(error) = store.keep_sent(owner, message_id, &record).await {
                     // The record stands as it is; only the retention age bounds it now.
