@@ -118,16 +118,43 @@ async fn a_follow_ups_record_is_kept_like_a_finished_task() {
         last.clone_from(&answer.message.as_ref().unwrap().message_id);
         assert_eq!(state(&task(send_on(&fleet, A, answer).await)), TaskState::Completed);
     }
-    let conn = ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     // Each task's record goes with it, each follow-up's on its own: 4 records at the most.
+    let left = records_come_down_to(&redis, &fleet, 4).await;
+    assert!(left.iter().any(|key| key.ends_with(&format!("sent:{last}"))), "the newest stays: {left:?}");
+}
+
+/// A call dropped before it settled its claim (its client gave up while the turn ran) leaves
+/// the claim for a retry to find, and it is kept like a finished task: nothing noted it before,
+/// so each stayed the whole retention age, one per dropped call.
+#[tokio::test]
+async fn a_dropped_calls_claim_is_kept_like_a_finished_task() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(1, &redis.url(), &["--task-retention-count", "4"]);
+    let mut client = fleet[A].client().await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let asked = task(send_on(&fleet, A, send("input")).await);
+        // The follow-up runs a turn of 3 chunks 200 ms apart; its caller gives up at once.
+        let given_up = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            client.send_message(follow_up(&asked, "stream 3 200")),
+        );
+        assert!(given_up.await.is_err(), "the turn outlasts the caller's patience");
+        tasks.push(asked);
+    }
+    // Every turn ends (its task COMPLETED), then retention keeps 4 members in all.
+    records_come_down_to(&redis, &fleet, 4).await;
+}
+
+/// Waits (up to 15 s) until `fleet` holds at most `most` SendMessage records in `redis`;
+/// their keys then.
+async fn records_come_down_to(redis: &RedisServer, fleet: &Fleet, most: usize) -> Vec<String> {
+    let conn = ::redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let records = || {
         let (mut conn, pattern) = (conn.clone(), format!("{}:*sent:*", fleet.prefix));
         async move { ::redis::cmd("KEYS").arg(pattern).query_async::<Vec<String>>(&mut conn).await.unwrap() }
     };
-    eventually("retention lets the records go", std::time::Duration::from_secs(10), || async {
-        records().await.len() <= 4
-    })
-    .await;
-    let left = records().await;
-    assert!(left.iter().any(|key| key.ends_with(&format!("sent:{last}"))), "the newest stays: {left:?}");
+    let limit = std::time::Duration::from_secs(15);
+    eventually("retention lets the records go", limit, || async { records().await.len() <= most }).await;
+    records().await
 }

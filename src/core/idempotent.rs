@@ -47,7 +47,9 @@
 //!   one Redis node takes away, as retention then drops the record with the task; the memory
 //!   store also drops the oldest beyond retention's count and reply bytes). In Redis,
 //!   retention's count and bytes bound the records too: a new task's goes with the task, a
-//!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`).
+//!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`),
+//!   and so does a claim its call left unsettled (the call was dropped, or answered
+//!   UNAVAILABLE) unless the message made a task live here (`Unsettled`).
 //!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
@@ -95,6 +97,7 @@ const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(500);
 
 /// A message as deduplication knows it: whose, its id, its fingerprint, where it goes.
+#[derive(Clone)]
 pub(super) struct Sent {
     pub owner: Owner,
     pub message_id: String,
@@ -188,6 +191,8 @@ impl Claim {
     ) -> Result<Started, A2aError> {
         let Self { sent, record } = self;
         let Some(mut record) = record else { return work.await };
+        let mut unsettled =
+            Unsettled { core: Arc::clone(&core.env), sent: sent.clone(), record: Some(record.clone()) };
         let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
         let mut work = std::pin::pin!(work);
         // Whether the record is still this call's (a refresh that found it gone says not).
@@ -204,14 +209,25 @@ impl Claim {
                     }
                     let fresh = alive_now(&record);
                     match store.swap_sent(owner, message_id, &record, Some(&fresh)).await {
-                        Ok(true) => record = fresh,
+                        Ok(true) => {
+                            unsettled.record = Some(fresh.clone());
+                            record = fresh;
+                        }
                         // Gone (retention made room): nothing is left to keep alive.
-                        Ok(false) => held = false,
+                        Ok(false) => {
+                            held = false;
+                            unsettled.record = None;
+                        }
                         Err(error) => tracing::warn!(%error, "refreshing a SendMessage claim failed"),
                     }
                 }
             }
         };
+        // From here the call settles its record itself, except an UNAVAILABLE answer's, which
+        // stays as a dropped call's does (and is noted as it returns).
+        if !matches!(outcome, Err(A2aError::Unavailable(_))) {
+            unsettled.record = None;
+        }
         let settled = match &outcome {
             Ok(Started::Message(message)) => {
                 let state = SentState::Replied(message.encode_to_vec().into());
@@ -240,6 +256,36 @@ impl Claim {
             tracing::warn!(%error, message_id, "recording a SendMessage outcome failed; a retry of it may run again");
         }
         outcome
+    }
+}
+
+/// A claim whose call was dropped before it settled the claim (its client reset the call or
+/// hit its deadline while the agent ran): the claim stays, as for an UNAVAILABLE answer, for a
+/// retry to find, but nothing would note it for retention, so in Redis only the retention age
+/// bounded it, one per dropped call. Dropped with its record set, it notes the record
+/// (`TaskStore::keep_sent`), in a task of its own since a drop cannot wait; unless the message
+/// made a task that is live here, whose retention takes the record along when it finishes.
+struct Unsettled {
+    core: Arc<crate::task::TaskEnv>,
+    sent: Sent,
+    record: Option<SentRecord>,
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        let Some(record) = self.record.take() else { return };
+        let sent = &self.sent;
+        if sent.new_task && self.core.registry.get(&sent.owner, &sent.task_id).is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (store, owner, message_id) =
+            (self.core.store.clone(), sent.owner.clone(), sent.message_id.clone());
+        drop(runtime.spawn(async move {
+            if let Err(error) = store.keep_sent(&owner, &message_id, &record).await {
+                tracing::debug!(%error, message_id, "noting a dropped call's SendMessage claim for retention failed");
+            }
+        }));
     }
 }
 
