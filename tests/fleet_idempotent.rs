@@ -123,11 +123,11 @@ async fn a_follow_ups_record_is_kept_like_a_finished_task() {
     assert!(left.iter().any(|key| key.ends_with(&format!("sent:{last}"))), "the newest stays: {left:?}");
 }
 
-/// A call dropped before it settled its claim (its client gave up while the turn ran) leaves
-/// the claim for a retry to find, and it is kept like a finished task: nothing noted it before,
-/// so each stayed the whole retention age, one per dropped call.
+/// A follow-up whose call was dropped before it settled its claim (its client gave up while the
+/// turn ran) leaves the claim for a retry to find, and it is kept like a finished task: nothing
+/// noted it before, so each stayed the whole retention age, one per dropped call.
 #[tokio::test]
-async fn a_dropped_calls_claim_is_kept_like_a_finished_task() {
+async fn a_dropped_follow_ups_claim_is_kept_like_a_finished_task() {
     let Some(redis) = RedisServer::start() else { return };
     let fleet = Fleet::start(1, &redis.url(), &["--task-retention-count", "4"]);
     let mut client = fleet[A].client().await;

@@ -48,8 +48,9 @@
 //!   store also drops the oldest beyond retention's count and reply bytes). In Redis,
 //!   retention's count and bytes bound the records too: a new task's goes with the task, a
 //!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`),
-//!   and so does a claim its call left unsettled (the call was dropped, or answered
-//!   UNAVAILABLE) unless the message made a task live here (`Unsettled`).
+//!   and so does a follow-up's claim its call left unsettled (the call was dropped, or
+//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim has the retention age
+//!   alone: its task, made even so, names the record in its own member.
 //!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
@@ -259,12 +260,15 @@ impl Claim {
     }
 }
 
-/// A claim whose call was dropped before it settled the claim (its client reset the call or
-/// hit its deadline while the agent ran): the claim stays, as for an UNAVAILABLE answer, for a
-/// retry to find, but nothing would note it for retention, so in Redis only the retention age
-/// bounded it, one per dropped call. Dropped with its record set, it notes the record
-/// (`TaskStore::keep_sent`), in a task of its own since a drop cannot wait; unless the message
-/// made a task that is live here, whose retention takes the record along when it finishes.
+/// A follow-up's claim whose call was dropped before it settled the claim (its client reset
+/// the call or hit its deadline while the turn ran): the claim stays, as for an UNAVAILABLE
+/// answer, for a retry to find, but nothing would note it for retention, so in Redis only the
+/// retention age bounded it, one per dropped call. Dropped with its record set, it notes the
+/// record (`TaskStore::keep_sent`), in a task of its own since a drop cannot wait. Not a new
+/// task's claim: that task (made even so, once the actor started) names the record in its own
+/// retention member, and a second, older member would drop the record while the task is kept,
+/// and a retry would then run the message again; so a new task's unsettled claim is bounded
+/// by the retention age alone, as before.
 struct Unsettled {
     core: Arc<crate::task::TaskEnv>,
     sent: Sent,
@@ -275,7 +279,7 @@ impl Drop for Unsettled {
     fn drop(&mut self) {
         let Some(record) = self.record.take() else { return };
         let sent = &self.sent;
-        if sent.new_task && self.core.registry.get(&sent.owner, &sent.task_id).is_some() {
+        if sent.new_task {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
