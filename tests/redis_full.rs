@@ -82,3 +82,38 @@ async fn a_full_redis_makes_room_by_dropping_the_oldest_finished_tasks() {
     assert!(kept < CALLS as u64, "room was made by dropping finished tasks: {kept} kept");
     assert!(kept > 0, "only as many as room needed went");
 }
+
+/// Redis full of what no retention may drop (here: other data): each call is refused at once,
+/// saying the store is full, and the evictor, finding no finished task to drop, pauses rather
+/// than asking Redis again for every refusal.
+#[tokio::test]
+async fn a_redis_full_of_nothing_droppable_refuses_at_once_and_the_evictor_pauses() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(1, &redis.url(), &[]);
+    let mut client = fleet[0].client().await;
+    let used = info_field(&redis.command("INFO memory").expect("INFO"), "used_memory");
+    for setting in
+        [format!("CONFIG SET maxmemory {}", used / 2), "CONFIG SET maxmemory-policy noeviction".into()]
+    {
+        assert!(redis.command(&setting).expect("CONFIG SET").contains("OK"), "{setting}");
+    }
+    let evictions = || async {
+        let text = fleet[0].metrics().await;
+        text.lines()
+            .filter(|line| line.starts_with("a2a_redis_round_trips_total") && line.contains("op=\"evict\""))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = evictions().await;
+    let started = Instant::now();
+    for i in 0..100 {
+        let refused = client.send_message(send(&format!("echo {i}"))).await.expect_err("Redis is full");
+        assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+        assert!(refused.message().contains("is full"), "says why: {}", refused.message());
+    }
+    let took = started.elapsed();
+    // One look per second at the most while nothing is left to drop (plus the one under way).
+    let looks = evictions().await - before;
+    assert!(looks <= took.as_secs_f64().ceil() + 2.0, "{looks} evictor round trips in {took:?}");
+    assert!(fleet[0].metric("a2a_redis_out_of_memory_total").await >= 100.0);
+}

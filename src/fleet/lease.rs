@@ -131,8 +131,9 @@ impl Inner {
     /// would have on hibernating; a task already parked only has its deadline set again). If
     /// that fails, the task is still there for a call to revive, only not timed.
     async fn park_orphan(&self, task_id: &str, orphan: &crate::task::store::redis::Orphan) {
-        let (Some(env), Some(owner)) = (self.env.get().and_then(std::sync::Weak::upgrade), orphan.owner())
-        else {
+        let Some(env) = self.env.get().and_then(std::sync::Weak::upgrade) else { return };
+        let Some(owner) = orphan.owner() else {
+            tracing::warn!(%task_id, "a waiting task whose replica stopped has an unreadable owner; not parked");
             return;
         };
         let deadline = input_deadline_ms(orphan.task.status.as_ref(), env.input_timeout);

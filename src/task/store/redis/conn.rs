@@ -346,12 +346,14 @@ impl Redis {
         let address = self.target.address();
         // Redis answered: a refusal for memory is no break in this replica's sight of it.
         let what = if self.full.refused(&error, &address) {
+            // `full.rs` logs it as an error now and then; a line per refused call would flood.
+            tracing::debug!(op, %address, %error, "Redis refused a write for memory");
             "full"
         } else {
             self.trouble();
+            tracing::warn!(op, %address, %error, "Redis call failed");
             "unavailable"
         };
-        tracing::warn!(op, %address, %error, "Redis call failed");
         Err(A2aError::Unavailable(format!(
             "the task store (Redis at {address}) is {what}: {op} failed: {error}"
         )))

@@ -73,6 +73,15 @@ const LOOKS: usize = 6;
 /// How often each replica looks for tasks retention lets go by age.
 const AGE_TICK: Duration = Duration::from_secs(5);
 
+/// The least time between two rounds for room (`full.rs`), so refusals for memory that keep
+/// coming (Redis frees large values in the background) drop at most a batch per this, per
+/// replica: ~1,600 tasks a second.
+const ROOM_GAP: Duration = Duration::from_millis(20);
+
+/// How long refusals for memory are not answered with a round after one that found no finished
+/// task to drop (Redis is full of live tasks or of other data: nothing here can make room).
+const ROOM_NONE_LEFT: Duration = Duration::from_secs(1);
+
 /// This replica's share of retention: the limits, and the evictor's wake-up.
 pub(super) struct Retainer {
     redis: Arc<Redis>,
@@ -127,12 +136,11 @@ impl Retainer {
         }
     }
 
-    /// Runs rounds until one takes less than a full batch (at most [`MAX_ROUNDS`]); for room,
-    /// one round (each refusal for memory asks for one more).
+    /// Runs rounds until one takes less than a full batch (at most [`MAX_ROUNDS`]).
     pub(super) async fn rounds(&self, why: RetainFor) -> Result<(), A2aError> {
-        let mut eager = matches!(why, RetainFor::Over | RetainFor::Room);
+        let mut eager = matches!(why, RetainFor::Over);
         for _ in 0..MAX_ROUNDS {
-            if self.round(why, eager).await? < EVICT_BATCH || matches!(why, RetainFor::Room) {
+            if self.round(why, eager).await? < EVICT_BATCH {
                 break;
             }
             // A full batch went: the next round has some to take too.
@@ -363,8 +371,10 @@ impl Retainer {
 }
 
 /// The evictor: a round whenever a write finds the fleet over a limit, and once a
-/// [`AGE_TICK`] for age; as many rounds as it takes (up to [`MAX_ROUNDS`]). A round for
-/// `room` whenever Redis refused a write for memory (`full.rs`). Ends with its store.
+/// [`AGE_TICK`] for age; as many rounds as it takes (up to [`MAX_ROUNDS`]). One round for
+/// `room` whenever Redis refused a write for memory (`full.rs`), then a pause: [`ROOM_GAP`],
+/// or [`ROOM_NONE_LEFT`] if nothing was left to drop (the refusals meanwhile ask for one more
+/// round, not one each). Ends with its store.
 async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>, room: Arc<Notify>) {
     loop {
         let why = tokio::select! {
@@ -374,6 +384,22 @@ async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>, room: Arc<Notify>)
         };
         let Some(retainer) = retainer.upgrade() else { return };
         if matches!(why, RetainFor::Over) && !retainer.over.load(Ordering::SeqCst) {
+            continue;
+        }
+        if matches!(why, RetainFor::Room) {
+            let pause = match retainer.round(why, true).await {
+                Ok(0) => {
+                    tracing::warn!("Redis is out of memory and no finished task is left to drop");
+                    ROOM_NONE_LEFT
+                }
+                Ok(_) => ROOM_GAP,
+                Err(error) => {
+                    tracing::debug!(%error, "retention round for room failed");
+                    ROOM_GAP
+                }
+            };
+            drop(retainer);
+            tokio::time::sleep(pause).await;
             continue;
         }
         if let Err(error) = retainer.rounds(why).await {
