@@ -192,8 +192,13 @@ impl Claim {
     ) -> Result<Started, A2aError> {
         let Self { sent, record } = self;
         let Some(mut record) = record else { return work.await };
-        let mut unsettled =
-            Unsettled { core: Arc::clone(&core.env), sent: sent.clone(), record: Some(record.clone()) };
+        // A new task's claim is never noted (see `Unsettled`): no guard, nothing cloned, on the
+        // path of every new task.
+        let mut unsettled = (!sent.new_task).then(|| Unsettled {
+            core: Arc::clone(&core.env),
+            sent: sent.clone(),
+            record: Some(record.clone()),
+        });
         let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
         let mut work = std::pin::pin!(work);
         // Whether the record is still this call's (a refresh that found it gone says not).
@@ -211,13 +216,15 @@ impl Claim {
                     let fresh = alive_now(&record);
                     match store.swap_sent(owner, message_id, &record, Some(&fresh)).await {
                         Ok(true) => {
-                            unsettled.record = Some(fresh.clone());
+                            if let Some(unsettled) = &mut unsettled {
+                                unsettled.record = Some(fresh.clone());
+                            }
                             record = fresh;
                         }
                         // Gone (retention made room): nothing is left to keep alive.
                         Ok(false) => {
                             held = false;
-                            unsettled.record = None;
+                            Unsettled::disarm(&mut unsettled);
                         }
                         Err(error) => tracing::warn!(%error, "refreshing a SendMessage claim failed"),
                     }
@@ -227,7 +234,7 @@ impl Claim {
         // From here the call settles its record itself, except an UNAVAILABLE answer's, which
         // stays as a dropped call's does (and is noted as it returns).
         if !matches!(outcome, Err(A2aError::Unavailable(_))) {
-            unsettled.record = None;
+            Unsettled::disarm(&mut unsettled);
         }
         let settled = match &outcome {
             Ok(Started::Message(message)) => {
@@ -275,13 +282,19 @@ struct Unsettled {
     record: Option<SentRecord>,
 }
 
+impl Unsettled {
+    /// Leaves `guard` (if any) nothing to note.
+    fn disarm(guard: &mut Option<Self>) {
+        if let Some(guard) = guard {
+            guard.record = None;
+        }
+    }
+}
+
 impl Drop for Unsettled {
     fn drop(&mut self) {
         let Some(record) = self.record.take() else { return };
         let sent = &self.sent;
-        if sent.new_task {
-            return;
-        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let (store, owner, message_id) =
             (self.core.store.clone(), sent.owner.clone(), sent.message_id.clone());
