@@ -24,6 +24,23 @@ fn expiry_messages(task: &Task) -> usize {
     task.history.iter().filter(said).count()
 }
 
+/// `task` as `client` reads it once it no longer waits for input, or as it is after `limit`.
+async fn no_longer_waiting(
+    client: &mut a2a_server::proto::a2a_service_client::A2aServiceClient<tonic::transport::Channel>,
+    task: &Task,
+    limit: Duration,
+) -> Task {
+    let get = GetTaskRequest { id: task.id.clone(), ..Default::default() };
+    let start = std::time::Instant::now();
+    loop {
+        let last = client.get_task(get.clone()).await.expect("GetTask").into_inner();
+        if state(&last) != TaskState::InputRequired || start.elapsed() >= limit {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_hibernated_task_in_a_fleet_expires_exactly_once() {
     let Some(redis) = RedisServer::start() else { return };
@@ -35,14 +52,7 @@ async fn a_hibernated_task_in_a_fleet_expires_exactly_once() {
     let task = send_task(&mut clients[0], send("input")).await;
     assert_eq!(state(&task), TaskState::InputRequired);
     let get = GetTaskRequest { id: task.id.clone(), ..Default::default() };
-    let mut last = task.clone();
-    for _ in 0..600 {
-        last = clients[1].get_task(get.clone()).await.expect("GetTask").into_inner();
-        if state(&last) != TaskState::InputRequired {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = no_longer_waiting(&mut clients[1], &task, Duration::from_secs(60)).await;
     assert_eq!(state(&last), TaskState::Canceled, "{last:?}");
     // Every replica swept meanwhile; none canceled it again or forked it.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -88,15 +98,7 @@ async fn a_waiting_task_whose_owner_dies_still_expires() {
     assert_eq!(state(&task), TaskState::InputRequired);
     fleet.replicas[0].kill9();
     let mut survivor = fleet.replicas[1].client().await;
-    let get = GetTaskRequest { id: task.id.clone(), ..Default::default() };
-    let mut last = task.clone();
-    for _ in 0..150 {
-        last = survivor.get_task(get.clone()).await.expect("GetTask").into_inner();
-        if state(&last) != TaskState::InputRequired {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = no_longer_waiting(&mut survivor, &task, Duration::from_secs(15)).await;
     assert_eq!(state(&last), TaskState::Canceled, "the wait ended by the timeout: {last:?}");
     assert_eq!(expiry_messages(&last), 1, "one cancel message");
     assert_eq!(last.generation, task.generation + 1, "one event after the wait: the cancel");

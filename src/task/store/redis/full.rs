@@ -8,8 +8,9 @@
 //! every task whose write Redis refused waited for the store for ever. Now each refusal for
 //! memory wakes the evictor for a round that drops the fleet's oldest finished tasks whatever
 //! the limits say (`RetainFor::Room`; paced, `retention::evictor`): the finished tasks are the
-//! part of the store that may go, oldest first, as retention would let them go anyway. The refused writes are retried as
-//! in any outage (an answer still means stored), and land once there is room.
+//! part of the store that may go, oldest first, as retention would let them go anyway. The
+//! refused writes are retried as in any outage (an answer still means stored), and land once
+//! there is room.
 //!
 //! The refusals are counted (`a2a_redis_out_of_memory_total`) and logged as an error at most
 //! once per [`LOG_EVERY`], naming what to change: Redis's memory, or retention's limits.
