@@ -31,7 +31,8 @@
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
 //!   `idempotent.rs` (with `fingerprint.rs`) answers a retried `messageId` with its first
-//!   outcome instead of running it again.
+//!   outcome instead of running it again; `inline_webhook.rs` registers a webhook a new
+//!   task's message carries, and forgets it when no task came to be.
 //! - [`task`]: the per-task actor (`actor/`, the task's only writer; `actor/turns.rs`
 //!   answers its callers; `actor/writes.rs` its writes to the store, and in a fleet the
 //!   answers and events that wait for them, kept in `journal.rs`), the pure rules that apply

@@ -13,6 +13,7 @@
 //! task.
 mod fingerprint;
 mod idempotent;
+mod inline_webhook;
 mod push_config;
 mod rate;
 mod send;

@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 
 use super::fingerprint::fingerprint;
 use super::idempotent::{self, Claimed, Earlier, Sent};
+use super::inline_webhook::with_webhook;
 use super::stream::{Ends, turn_stream};
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
@@ -211,11 +212,14 @@ async fn admitted(core: &Core, new_task: bool, owner: &Owner, begun: Begun<'_>) 
 
 /// Runs a new task's actor until it first waits, then waits for its answer.
 async fn started(starting: StartingTask) -> Result<Started, A2aError> {
-    starting
-        .run()
-        .await
-        .await
-        .unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
+    answered(starting.run().await.await)
+}
+
+/// What a new task's actor answered; an actor gone without a word is an internal error.
+pub(super) fn answered(
+    reply: Result<Result<Started, A2aError>, tokio::sync::oneshot::error::RecvError>,
+) -> Result<Started, A2aError> {
+    reply.unwrap_or_else(|_| Err(A2aError::Internal("the task's actor ended without an answer".into())))
 }
 
 /// Validates a SendMessage request and hands the message to a new task or to the live task
@@ -316,26 +320,6 @@ fn begin<'a>(
     Ok((begun, slot, sent))
 }
 
-/// Starts a new task whose message carries a webhook: registered before the agent runs, so
-/// the webhook sees the task's first event, and forgotten if no task came to be (a direct
-/// reply, or the agent failed first).
-async fn with_webhook(
-    core: &Core,
-    owner: Owner,
-    config: TaskPushNotificationConfig,
-    version: ProtocolVersion,
-    starting: StartingTask,
-) -> Result<Started, A2aError> {
-    let config = core.register_push_config(&owner, config, version).await?;
-    let started = started(starting).await;
-    if !matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
-        && let Err(error) = core.env.store.delete_push_config(&owner, &config.task_id, &config.id).await
-    {
-        tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
-    }
-    started
-}
-
 /// Hands a follow-up message to the live (or hibernated) task it names.
 async fn continue_task(
     core: &Core,
@@ -381,14 +365,19 @@ mod tests {
     use crate::push::ssrf::Policy;
     use crate::task::store::{MemoryStore, Retention, TaskStore};
 
-    /// Answers every message directly, noting the task id the message would have had.
+    /// Answers every message directly (after `delay`), noting the task id the message would
+    /// have had.
     #[derive(Default)]
-    struct Replier(Mutex<Vec<String>>);
+    struct Replier {
+        ids: Mutex<Vec<String>>,
+        delay: std::time::Duration,
+    }
 
     #[async_trait::async_trait]
     impl AgentExecutor for Replier {
         async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
-            self.0.lock().unwrap().push(ctx.task_id.clone());
+            self.ids.lock().unwrap().push(ctx.task_id.clone());
+            tokio::time::sleep(self.delay).await;
             let _ = events.reply("hello").await;
             Ok(())
         }
@@ -416,16 +405,20 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_direct_reply_leaves_no_task_and_no_webhook_behind() {
-        let agent = Arc::new(Replier::default());
+    fn core_with_webhooks(agent: Arc<dyn AgentExecutor>) -> (Core, Arc<dyn TaskStore>) {
         let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new(Retention::default()));
         let settings = CoreSettings {
             push_notifications: true,
             push: PushSettings { policy: Policy::with_allowlist(true, &[]), ..Default::default() },
             ..Default::default()
         };
-        let core = Core::new(agent.clone(), store.clone(), settings);
+        (Core::new(agent, store.clone(), settings), store)
+    }
+
+    #[tokio::test]
+    async fn a_direct_reply_leaves_no_task_and_no_webhook_behind() {
+        let agent = Arc::new(Replier::default());
+        let (core, store) = core_with_webhooks(agent.clone());
         let call = CallContext::default();
         let owner = call.owner("").unwrap();
 
@@ -436,7 +429,7 @@ mod tests {
         assert!(matches!(first.response.payload, Some(Payload::Message(_))));
         assert!(stream.next().await.is_none(), "one message, then the end");
 
-        let ids = agent.0.lock().unwrap().clone();
+        let ids = agent.ids.lock().unwrap().clone();
         assert_eq!(ids.len(), 2);
         assert_eq!(core.live_tasks(), 0, "nothing registered");
         for id in ids {
@@ -447,5 +440,33 @@ mod tests {
         }
         let list = core.list_tasks(&call, ListTasksRequest::default()).await.unwrap();
         assert_eq!(list.total_size, 0);
+    }
+
+    /// A caller that gives up while the agent is still deciding how to answer leaves no webhook
+    /// behind when the answer is a direct reply: nothing else would ever forget it.
+    #[tokio::test]
+    async fn a_call_that_goes_before_a_direct_reply_leaves_no_webhook_behind() {
+        let agent = Arc::new(Replier { delay: std::time::Duration::from_millis(300), ..Default::default() });
+        let (core, store) = core_with_webhooks(agent.clone());
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+
+        let sent = core.send_message_shared(&call, request_with_webhook());
+        let given_up = tokio::time::timeout(std::time::Duration::from_millis(50), sent).await;
+        assert!(given_up.is_err(), "the caller went first");
+        let id = agent.ids.lock().unwrap()[0].clone();
+        assert_eq!(
+            store.push_configs(&owner, &id).await.unwrap().len(),
+            1,
+            "registered before the agent ran"
+        );
+        for _ in 0..100 {
+            if store.push_configs(&owner, &id).await.unwrap().is_empty() {
+                assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the webhook of a task that never existed is still registered after 2 s");
     }
 }

@@ -1,0 +1,105 @@
+//! A new task whose creating SendMessage carries a webhook: the webhook is registered before
+//! the agent runs, so it sees the task's first event, and forgotten if no task came to be.
+//!
+//! "No task came to be" includes a call that went before the actor answered: its client
+//! reset it or hit its deadline while the webhook was being stored, or while an agent that
+//! answers directly was still running. Nothing else would ever remove that config. Its task
+//! id was never handed out, and it holds a place in its principal's push quota
+//! (`--max-push-configs-per-principal`), so a client that gives up early, again and again,
+//! would lock its principal out of webhooks. [`Unborn`] forgets it as the call goes.
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use super::Core;
+use super::send::answered;
+use crate::call::{Owner, ProtocolVersion};
+use crate::error::A2aError;
+use crate::proto::TaskPushNotificationConfig;
+use crate::task::TaskEnv;
+use crate::task::handle::Started;
+use crate::task::spawn::StartingTask;
+
+/// Registers `config` for the task `starting` makes, then runs it and hears how it started.
+pub(super) async fn with_webhook(
+    core: &Core,
+    owner: Owner,
+    mut config: TaskPushNotificationConfig,
+    version: ProtocolVersion,
+    starting: StartingTask,
+) -> Result<Started, A2aError> {
+    if config.id.is_empty() {
+        // Named here, so that the guard can name it too.
+        config.id = crate::proto::new_id();
+    }
+    let mut unborn = Unborn {
+        env: core.env.clone(),
+        owner: owner.clone(),
+        task_id: config.task_id.clone(),
+        config_id: config.id.clone(),
+        reply: None,
+        armed: true,
+    };
+    // An error may come after the config landed (a reply lost); the guard forgets it then too.
+    core.register_push_config(&owner, config, version).await?;
+    let started = answered(unborn.reply.insert(starting.run().await).await);
+    unborn.reply = None;
+    unborn.armed = false;
+    if !is_task(&started)
+        && let Err(error) = unborn.forget().await
+    {
+        tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
+    }
+    started
+}
+
+/// Whether the actor's answer says a task exists.
+fn is_task(started: &Result<Started, A2aError>) -> bool {
+    matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
+}
+
+/// The webhook of a task not known to exist yet; dropped armed (its call went first), it is
+/// forgotten in a task of its own, once the actor (if it runs) says no task came to be.
+struct Unborn {
+    env: Arc<TaskEnv>,
+    owner: Owner,
+    task_id: String,
+    config_id: String,
+    /// The actor's answer to come, once it runs.
+    reply: Option<oneshot::Receiver<Result<Started, A2aError>>>,
+    armed: bool,
+}
+
+impl Unborn {
+    async fn forget(&self) -> Result<(), A2aError> {
+        self.env.store.delete_push_config(&self.owner, &self.task_id, &self.config_id).await
+    }
+}
+
+impl Drop for Unborn {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let reply = self.reply.take();
+        let unborn = Unborn {
+            env: self.env.clone(),
+            owner: self.owner.clone(),
+            task_id: std::mem::take(&mut self.task_id),
+            config_id: std::mem::take(&mut self.config_id),
+            reply: None,
+            armed: false,
+        };
+        drop(runtime.spawn(async move {
+            if let Some(reply) = reply
+                && is_task(&answered(reply.await))
+            {
+                return;
+            }
+            if let Err(error) = unborn.forget().await {
+                tracing::warn!(%error, "forgetting the push config of a call that went first failed");
+            }
+        }));
+    }
+}
