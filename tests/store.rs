@@ -16,6 +16,8 @@ mod retention;
 mod snapshot;
 #[path = "store/suite.rs"]
 mod suite;
+#[path = "store/webhook_expiry.rs"]
+mod webhook_expiry;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -37,7 +37,7 @@ pub fn owner(principal: &str) -> Owner {
 }
 
 /// A config registered through v1.0.
-fn config(task_id: &str, id: &str, url: &str) -> PushRegistration {
+pub fn config(task_id: &str, id: &str, url: &str) -> PushRegistration {
     TaskPushNotificationConfig {
         task_id: task_id.into(),
         id: id.into(),

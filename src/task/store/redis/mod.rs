@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `lag` (`task` may be behind `seq`: `snapshot.rs`), `owner`, `bytes` (events), `fin` (ms) | retention age once finished |
 //! | `P:{<task>}:events` | STREAM | entry `<seq>-0`, field `e` = encoded `StreamResponse` | same; trimmed to `MAXLEN ~` |
-//! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task |
+//! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task; the retention age until the task is stored |
 //! | `P:{<task>}:lease` | STRING | the owning replica's id | `PX` lease time |
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
@@ -351,7 +351,8 @@ impl TaskStore for RedisStore {
         put.arg(format!("{}/", owner_id(owner)))
             .arg(&config.id)
             .arg(registration.encode())
-            .arg(limits.per_task);
+            .arg(limits.per_task)
+            .arg(millis(self.retention.max_age).max(1));
         let mut conn = self.redis.conn();
         let stored = self.redis.write("put_push_config", put.invoke_async::<i64>(&mut conn)).await;
         if !matches!(stored, Ok(1..)) && reservation == push_quota::Reservation::New {

@@ -68,6 +68,8 @@ local function append(K, A, from)
     return {'ok', '0', tostring(bytes)}
   end
   if A[3] ~= '1' then
+    -- A live task's first write: its webhooks (if any) live as long as it does.
+    if not stored[1] then redis.call('PERSIST', K[3]) end
     redis.call('HSET', K[1], 'task', A[1], 'owner', A[2], 'seq', last, 'bytes', bytes)
     return {'ok', '0', tostring(bytes + #A[1])}
   end
@@ -116,6 +118,7 @@ pub static SAVE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local stored = redis.call('HMGET', KEYS[1], 'owner', 'bytes', 'fin')
 if stored[1] and stored[1] ~= ARGV[2] then return {'owner', stored[1]} end
+if not stored[1] and ARGV[3] ~= '1' then redis.call('PERSIST', KEYS[3]) end
 redis.call('HSET', KEYS[1], 'task', ARGV[1], 'owner', ARGV[2])
 local newly = '0'
 if ARGV[3] == '1' then newly = finish(KEYS[1], KEYS[2], KEYS[3], stored[3], ARGV[4], ARGV[5]) end
@@ -295,8 +298,12 @@ return page
 });
 
 /// Inserts or replaces a push config, refusing a new one beyond the cap. KEYS: push, task.
-/// ARGV: owner id .. '/', config id, config bytes, cap. A value is a 20-digit creation number
-/// (kept on replace, so listing keeps creation order) and the bytes. Returns 1, or 0 if full.
+/// ARGV: owner id .. '/', config id, config bytes, cap, the retention age in ms. A value is a
+/// 20-digit creation number (kept on replace, so listing keeps creation order) and the bytes.
+/// The hash expires with a finished task, and after the retention age if the task is not
+/// stored yet (a webhook in its creating SendMessage), so that a replica dying before the
+/// task's first write leaves nothing for ever; that first write persists it (`append`,
+/// [`SAVE`]). Returns 1, or 0 if full.
 pub static PUT_PUSH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -314,7 +321,11 @@ if n >= tonumber(ARGV[4]) then return 0 end
 local created = redis.call('HINCRBY', KEYS[1], '#', 1)
 redis.call('HSET', KEYS[1], field, string.format('%020d', created) .. ARGV[3])
 local ttl = redis.call('PTTL', KEYS[2])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+elseif ttl == -2 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
 return 1
 ",
     )
