@@ -110,6 +110,15 @@ async fn every_event_reaches_a_webhook_that_was_down_while_its_owner_died() {
     let failed =
         receiver.calls.lock().unwrap().iter().filter(|c| c.headers.get("a2a-delivery-id").is_none()).count();
     assert_eq!(failed, 0, "every POST names its delivery");
+    // The dead leader's entries were taken over, so its reader left the group: each restart
+    // names a new one, which would otherwise stay for ever.
+    let dead = fleet.replicas[owner].id.clone();
+    let readers = || redis.command(&format!("XINFO CONSUMERS {}:{{outbox}} push", fleet.prefix));
+    eventually("the dead leader's reader leaves the group", Duration::from_secs(10), || async {
+        readers().is_some_and(|r| !r.contains(&dead))
+    })
+    .await;
+    assert!(readers().unwrap().contains(&fleet[survivor].id), "the leader's own reader stays");
     // Redis never failed: a replica waiting for the lead must not count errors (each would
     // be a break in its sight of Redis, holding its sweeper back a lease).
     assert_eq!(fleet[survivor].metric("a2a_redis_errors_total").await, 0.0, "no failed Redis call");

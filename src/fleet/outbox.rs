@@ -79,6 +79,9 @@ impl Inner {
                 Ok((entries, next)) => {
                     if claiming.is_some() {
                         claiming = Some(next).filter(|next| next != "0-0");
+                        if claiming.is_none() {
+                            self.forget_readers().await;
+                        }
                     }
                     entries
                 }
@@ -93,6 +96,16 @@ impl Inner {
             for entry in entries {
                 self.hand_over(push, report, slots, entry).await;
             }
+        }
+    }
+
+    /// Once this leader holds every entry left unacknowledged, the readers it took them from
+    /// (dead replicas, each restart a new one) go from the group.
+    async fn forget_readers(&self) {
+        match self.store.outbox_forget_readers(&self.replica).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "forgot the push outbox's readers that hold nothing"),
+            Err(error) => tracing::debug!(%error, "forgetting the push outbox's idle readers failed"),
         }
     }
 

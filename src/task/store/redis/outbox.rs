@@ -5,7 +5,8 @@
 //! is down. One replica at a time reads it (it holds `P:{outbox}:leader`, a lease) through the
 //! consumer group `push`, delivers each event and only then acknowledges and deletes the entry.
 //! Entries a dead reader had taken are claimed by the next one once idle for a lease
-//! (`XAUTOCLAIM`); the fleet side is `fleet/outbox.rs`.
+//! (`XAUTOCLAIM`), and the readers that then hold nothing leave the group
+//! ([`scripts::OUTBOX_FORGET`]); the fleet side is `fleet/outbox.rs`.
 //!
 //! A task finished by its first write takes native commands (`born_finished.rs`) that cannot
 //! test for webhooks; so a task given a webhook before it was first stored (one in its
@@ -113,6 +114,15 @@ impl RedisStore {
         let mut conn = self.redis.conn();
         let limit = self.redis.timeouts().command;
         self.redis.run("outbox_prepare", limit, invocation.invoke_async::<i64>(&mut conn)).await.map(drop)
+    }
+
+    /// Removes the readers other than `replica` that hold no entries; how many.
+    pub async fn outbox_forget_readers(&self, replica: &str) -> Result<usize, A2aError> {
+        let mut invocation = scripts::OUTBOX_FORGET.prepare_invoke();
+        invocation.key(self.keys.outbox()).arg(GROUP).arg(replica);
+        let mut conn = self.redis.conn();
+        let limit = self.redis.timeouts().command;
+        self.redis.run("outbox_forget_readers", limit, invocation.invoke_async(&mut conn)).await
     }
 
     /// Takes (or keeps) the outbox's lead for `replica` for `ttl`; `false` if another leads.

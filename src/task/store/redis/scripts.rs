@@ -348,6 +348,28 @@ return 1
     )
 });
 
+/// Removes the outbox's readers that hold nothing (every reader but the caller, a leader whose
+/// takeover of the entries left unacknowledged is done): each restart names a new one, and a
+/// group would otherwise keep every reader a fleet ever had. One holding entries stays (deleting
+/// it would drop them unacknowledged, never handed out again); in one step, so none is taken
+/// between the look and the removal. KEYS: outbox. ARGV: group, the caller. Returns how many.
+pub static OUTBOX_FORGET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local removed = 0
+for _, reader in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local fields = {}
+  for i = 1, #reader, 2 do fields[reader[i]] = reader[i + 1] end
+  if fields['name'] ~= ARGV[2] and tonumber(fields['pending']) == 0 then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], fields['name'])
+    removed = removed + 1
+  end
+end
+return removed
+",
+    )
+});
+
 /// Takes the lease, or extends it if it is ours already. KEYS: lease. ARGV: replica, ttl ms.
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
