@@ -44,18 +44,25 @@ pub(super) async fn with_webhook(
     core.register_push_config(&owner, config, version).await?;
     let started = answered(unborn.reply.insert(starting.run().await).await);
     unborn.reply = None;
-    unborn.armed = false;
-    if !is_task(&started)
+    if !task_exists(&unborn, &started).await
         && let Err(error) = unborn.forget().await
     {
         tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
     }
+    unborn.armed = false;
     started
 }
 
-/// Whether the actor's answer says a task exists.
-fn is_task(started: &Result<Started, A2aError>) -> bool {
-    matches!(started, Ok(Started::Turn(_) | Started::Settled(_)))
+/// Whether the actor's answer, or else the task itself, says a task exists. An error may
+/// answer a task that lives on (its writes refused for a while, or taken over by another
+/// replica), so only a task found nowhere counts as none; one that cannot be looked up now
+/// counts as there (its webhook stays, bounded as the task is).
+async fn task_exists(unborn: &Unborn, started: &Result<Started, A2aError>) -> bool {
+    if matches!(started, Ok(Started::Turn(_) | Started::Settled(_))) {
+        return true;
+    }
+    let found = crate::task::registry::current_task(&unborn.env, &unborn.owner, &unborn.task_id).await;
+    !matches!(found, Err(A2aError::TaskNotFound(_)))
 }
 
 /// The webhook of a task not known to exist yet; dropped armed (its call went first), it is
@@ -92,9 +99,12 @@ impl Drop for Unborn {
             armed: false,
         };
         drop(runtime.spawn(async move {
-            if let Some(reply) = reply
-                && is_task(&answered(reply.await))
-            {
+            // The actor's answer first, if it runs: only then does it know.
+            let started = match reply {
+                Some(reply) => answered(reply.await),
+                None => Err(A2aError::Internal("the call went before the agent ran".into())),
+            };
+            if task_exists(&unborn, &started).await {
                 return;
             }
             if let Err(error) = unborn.forget().await {

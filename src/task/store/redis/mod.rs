@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `P:{<task>}:task` | HASH | `task` (protobuf), `seq` (last event), `lag` (`task` may be behind `seq`: `snapshot.rs`), `owner`, `bytes` (events), `fin` (ms) | retention age once finished |
 //! | `P:{<task>}:events` | STREAM | entry `<seq>-0`, field `e` = encoded `StreamResponse` | same; trimmed to `MAXLEN ~` |
-//! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task; the retention age until the task is stored |
+//! | `P:{<task>}:push` | HASH | `<owner>/<config id>` → creation no. + protobuf; `#` counter | same as the task; the retention age (a day at least) until the task is stored |
 //! | `P:{<task>}:lease` | STRING | the owning replica's id | `PX` lease time |
 //! | `P:{o:<owner>}:all` | ZSET | `<position>:<task id>`, score 0 (ListTasks order by member) | none |
 //! | `P:{o:<owner>}:ctx:<context>` | ZSET | the same, one context | none |
@@ -50,6 +50,12 @@ mod snapshot;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A webhook stored for a task not written yet (one in its creating SendMessage) expires after
+/// the retention age, or this if longer: the task comes with the agent's first event, which
+/// may take a while, and the expiry only matters if its replica died first (a call that went
+/// forgets its webhook itself: `core/inline_webhook.rs`).
+const PENDING_WEBHOOK_FLOOR: Duration = Duration::from_secs(24 * 3600);
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -352,7 +358,7 @@ impl TaskStore for RedisStore {
             .arg(&config.id)
             .arg(registration.encode())
             .arg(limits.per_task)
-            .arg(millis(self.retention.max_age).max(1));
+            .arg(millis(self.retention.max_age.max(PENDING_WEBHOOK_FLOOR)));
         let mut conn = self.redis.conn();
         let stored = self.redis.write("put_push_config", put.invoke_async::<i64>(&mut conn)).await;
         if !matches!(stored, Ok(1..)) && reservation == push_quota::Reservation::New {

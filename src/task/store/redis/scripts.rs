@@ -298,9 +298,9 @@ return page
 });
 
 /// Inserts or replaces a push config, refusing a new one beyond the cap. KEYS: push, task.
-/// ARGV: owner id .. '/', config id, config bytes, cap, the retention age in ms. A value is a
-/// 20-digit creation number (kept on replace, so listing keeps creation order) and the bytes.
-/// The hash expires with a finished task, and after the retention age if the task is not
+/// ARGV: owner id .. '/', config id, config bytes, cap, a pending hash's expiry in ms. A value
+/// is a 20-digit creation number (kept on replace, so listing keeps creation order) and the
+/// bytes. The hash expires with a finished task, and after that expiry if the task is not
 /// stored yet (a webhook in its creating SendMessage), so that a replica dying before the
 /// task's first write leaves nothing for ever; that first write persists it (`append`,
 /// [`SAVE`]). Returns 1, or 0 if full.
