@@ -158,3 +158,73 @@ async fn records_come_down_to(redis: &RedisServer, fleet: &Fleet, most: usize) -
     eventually("retention lets the records go", limit, || async { records().await.len() <= most }).await;
     records().await
 }
+
+/// SendMessage claims in `redis` with an expiry left: claims no call settled (one its call
+/// settled is kept without expiry, retention bounding it with its task).
+async fn abandoned_claims(redis: &RedisServer, fleet: &Fleet) -> usize {
+    let client = ::redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let pattern = format!("{}:*sent:*", fleet.prefix);
+    let keys: Vec<String> = ::redis::cmd("KEYS").arg(pattern).query_async(&mut conn).await.unwrap();
+    let mut expiring = 0;
+    for key in keys {
+        let ttl: i64 = ::redis::cmd("PTTL").arg(key).query_async(&mut conn).await.unwrap();
+        expiring += usize::from(ttl > 0);
+    }
+    expiring
+}
+
+/// Waits (up to 10 s) until no call's claim is left abandoned: removed at once, or a heartbeat
+/// (2 s) later if it landed after its call went.
+async fn no_claim_left_behind(redis: &RedisServer, fleet: &Fleet) {
+    let limit = std::time::Duration::from_secs(10);
+    eventually("no abandoned claim is left", limit, || async { abandoned_claims(redis, fleet).await == 0 })
+        .await;
+}
+
+/// Calls their clients give up on early leave no SendMessage claim behind: a new task's parked
+/// caps are read (a Redis round trip now and then) before its message is claimed, not between
+/// the claim and the agent's start. Before, a call that went while they were read left its
+/// claim the retention age (an hour), one key per such call, and a retry of the call waited
+/// for the claim to go stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_given_up_on_early_leave_no_claim_behind() {
+    let Some(redis) = RedisServer::start() else { return };
+    let fleet = Fleet::start(1, &redis.url(), &[]);
+    let client = fleet[A].client().await;
+    let (rounds, width) = (40u64, 16u64);
+    let mut given_up = 0;
+    for round in 0..rounds {
+        let calls = (0..width).map(|i| {
+            let mut client = client.clone();
+            // 0.2 to 2.5 ms: some calls go before their claim, some after.
+            let patience = std::time::Duration::from_micros(200 + (round * width + i) % 24 * 100);
+            async move { tokio::time::timeout(patience, client.send_message(send("hi"))).await.is_err() }
+        });
+        given_up += futures::future::join_all(calls).await.into_iter().filter(|gone| *gone).count();
+    }
+    no_claim_left_behind(&redis, &fleet).await;
+    eprintln!("{given_up} of {} calls given up on; no claim left behind", rounds * width);
+    assert!(given_up > 0, "some calls went before their answer");
+}
+
+/// A call its client gives up on while its claim waits in a stalled Redis (writes paused, as a
+/// busy or failing-over primary holds them) leaves no claim once Redis goes on: the claim lands
+/// after its call went, and is removed then, since nothing ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_lands_after_its_call_went_is_removed() {
+    let Some(redis) = RedisServer::start() else { return };
+    // No parked caps: the claim is the call's only round trip before its agent starts.
+    let caps = ["--max-parked-tasks", "0", "--max-parked-tasks-per-principal", "0"];
+    let fleet = Fleet::start(1, &redis.url(), &caps);
+    let client = fleet[A].client().await;
+    redis.command("CLIENT PAUSE 800 WRITE").expect("pausing Redis's writes");
+    let calls = (0..8).map(|_| {
+        let mut client = client.clone();
+        let patience = std::time::Duration::from_millis(200);
+        async move { tokio::time::timeout(patience, client.send_message(send("hi"))).await.is_err() }
+    });
+    let given_up = futures::future::join_all(calls).await.into_iter().filter(|gone| *gone).count();
+    assert_eq!(given_up, 8, "every call went while Redis held its claim");
+    no_claim_left_behind(&redis, &fleet).await;
+}

@@ -49,14 +49,18 @@
 //!   retention's count and bytes bound the records too: a new task's goes with the task, a
 //!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`),
 //!   and so does a follow-up's claim its call left unsettled (the call was dropped, or
-//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim has the retention age
-//!   alone: its task, made even so, names the record in its own member.
+//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (its call dropped
+//!   between the claim and the agent's start, which only an inline webhook's registration
+//!   takes long enough to matter, or answered UNAVAILABLE) has the retention age alone: its
+//!   task, made even so, names the record in its own member.
 //!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
 //! - A call dropped by its client while its new task's agent has not sent a first event for
 //!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
-//! - Limits (live tasks, subscriptions) are checked before the claim, as for any call.
+//! - Limits (live tasks, subscriptions, a new task's parked caps) are checked before the claim,
+//!   as for any call: a call refused by one, or dropped while the fleet's count is read, leaves
+//!   no claim. A call dropped while its claim is on its way removes the claim (`Landing`).
 //! - `--dedupe-messages off` (`CoreSettings::dedupe_messages`) runs every message unrecorded.
 //! - The same id with **another** message is no retry (its fingerprint differs): it runs as a
 //!   new message, unrecorded, so a retry of *it* is not recognised. The spec only lets a server
@@ -146,7 +150,12 @@ pub(super) async fn claim(core: &Core, sent: Sent) -> Result<Claimed, A2aError> 
         let state =
             SentState::Claimed { task_id: sent.task_id.clone(), claim: claim_id.clone(), alive_ms: now_ms() };
         let mine = SentRecord { fingerprint: sent.fingerprint, state };
-        let Some(theirs) = store.claim_sent(&sent.owner, &sent.message_id, &mine).await? else {
+        let mut landing = Landing { env: &core.env, sent: &sent, mine: &mine, armed: true };
+        let found = store.claim_sent(&sent.owner, &sent.message_id, &mine).await;
+        // Answered: the claim is this call's to run and settle, or another's.
+        landing.armed = found.is_err();
+        drop(landing);
+        let Some(theirs) = found? else {
             return Ok(Claimed::Run(Claim { sent, record: Some(mine) }));
         };
         if theirs.fingerprint != sent.fingerprint {
@@ -301,6 +310,42 @@ impl Drop for Unsettled {
         drop(runtime.spawn(async move {
             if let Err(error) = store.keep_sent(&owner, &message_id, &record).await {
                 tracing::debug!(%error, message_id, "noting a dropped call's SendMessage claim for retention failed");
+            }
+        }));
+    }
+}
+
+/// A claim sent and not answered yet. Its call may go meanwhile (the client reset it, or its
+/// deadline passed while the store was slow) or hear an error (a reply lost), and the claim
+/// may have landed even so, or land later (a pipeline sends it all the same). Nothing ran, so
+/// such a claim is removed if it is still this call's: at once, and once more a heartbeat later
+/// for one still on its way. Otherwise it stayed the retention age, and a retry of the call
+/// waited [`STALE`] for it. Borrowed, so an answered claim copies nothing.
+struct Landing<'a> {
+    env: &'a Arc<crate::task::TaskEnv>,
+    sent: &'a Sent,
+    mine: &'a SentRecord,
+    armed: bool,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (store, owner) = (self.env.store.clone(), self.sent.owner.clone());
+        let (message_id, mine) = (self.sent.message_id.clone(), self.mine.clone());
+        drop(runtime.spawn(async move {
+            for pause in [Duration::ZERO, HEARTBEAT] {
+                tokio::time::sleep(pause).await;
+                match store.swap_sent(&owner, &message_id, &mine, None).await {
+                    Ok(true) => return,
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::debug!(%error, message_id, "removing an abandoned SendMessage claim failed")
+                    }
+                }
             }
         }));
     }

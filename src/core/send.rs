@@ -85,8 +85,9 @@ impl Core {
             let (begun, _, sent) = begun?;
             let owner = sent.owner.clone();
             let new_task = sent.new_task;
+            admit_new(self, new_task, &owner).await?;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, admitted(self, new_task, &owner, begun)).await?,
+                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     let task = match answer {
@@ -121,8 +122,9 @@ impl Core {
             let (begun, slot, sent) = begun?;
             let owner = sent.owner.clone();
             let new_task = sent.new_task;
+            admit_new(self, new_task, &owner).await?;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, admitted(self, new_task, &owner, begun)).await?,
+                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     drop((begun, slot));
@@ -201,13 +203,14 @@ impl Begun<'_> {
     }
 }
 
-/// How a message started, once a new task has passed the parked caps (`task/parked.rs`):
-/// it may come to wait for input too. A follow-up goes to a task that exists.
-async fn admitted(core: &Core, new_task: bool, owner: &Owner, begun: Begun<'_>) -> Result<Started, A2aError> {
+/// A new task passes the parked caps (`task/parked.rs`: it may come to wait for input too)
+/// before its message is claimed, as every limit is: a call refused here, or dropped while the
+/// fleet's count is read, leaves no claim behind. A follow-up goes to a task that exists.
+async fn admit_new(core: &Core, new_task: bool, owner: &Owner) -> Result<(), A2aError> {
     if new_task {
         core.parked_caps().admit(&*core.env.parked, &owner.principal).await?;
     }
-    begun.started().await
+    Ok(())
 }
 
 /// Runs a new task's actor until it first waits, then waits for its answer.
@@ -446,7 +449,7 @@ mod tests {
     /// behind when the answer is a direct reply: nothing else would ever forget it.
     #[tokio::test]
     async fn a_call_that_goes_before_a_direct_reply_leaves_no_webhook_behind() {
-        let agent = Arc::new(Replier { delay: std::time::Duration::from_millis(300), ..Default::default() });
+        let agent = Arc::new(Replier { delay: std::time::Duration::from_secs(1), ..Default::default() });
         let (core, store) = core_with_webhooks(agent.clone());
         let call = CallContext::default();
         let owner = call.owner("").unwrap();
@@ -460,13 +463,13 @@ mod tests {
             1,
             "registered before the agent ran"
         );
-        for _ in 0..100 {
+        for _ in 0..200 {
             if store.push_configs(&owner, &id).await.unwrap().is_empty() {
                 assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        panic!("the webhook of a task that never existed is still registered after 2 s");
+        panic!("the webhook of a task that never existed is still registered after 4 s");
     }
 }
