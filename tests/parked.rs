@@ -96,15 +96,19 @@ async fn a_hibernated_task_expires_too_and_leaves_the_parked_ledger() {
         .await;
 }
 
-#[tokio::test]
-async fn the_parked_cap_refuses_new_tasks_with_a_retry_after_on_every_binding() {
-    let settings = CoreSettings {
+/// A task waiting for input hibernates within 100 ms, and a principal may have one parked.
+fn one_parked_task_each() -> CoreSettings {
+    CoreSettings {
         idle_timeout: Some(Duration::from_millis(100)),
         input_timeout: Some(Duration::from_secs(60)),
         max_parked_tasks_per_principal: 1,
         ..CoreSettings::default()
-    };
-    let server = TestServer::builder().settings(settings).start().await;
+    }
+}
+
+#[tokio::test]
+async fn the_parked_cap_refuses_new_tasks_with_a_retry_after_on_every_binding() {
+    let server = TestServer::builder().settings(one_parked_task_each()).start().await;
     let channel = server.channel().await;
     for binding in BINDINGS {
         let caller = caller(&server, binding, &channel);
@@ -121,6 +125,25 @@ async fn the_parked_cap_refuses_new_tasks_with_a_retry_after_on_every_binding() 
         caller.call(&cancel).await.expect("revived and canceled");
         caller.call(&Op::Send(send("hello"))).await.expect("room once the parked task is gone");
     }
+}
+
+/// At the parked cap, a retry of the call whose task fills it gets that task back, not a
+/// refusal: a client whose answer was lost must learn which task to answer. A new message is
+/// still refused.
+#[tokio::test]
+async fn at_the_parked_cap_a_retry_of_the_call_that_made_the_parked_task_gets_it_back() {
+    let server = TestServer::builder().settings(one_parked_task_each()).start().await;
+    let mut client = server.client().await;
+    let request = send("input");
+    let first = send_task(&mut client, request.clone()).await;
+    server.wait_until("the task hibernates", |core| core.live_tasks() == 0).await;
+
+    let again = send_task(&mut client, request).await;
+    assert_eq!((again.id.as_str(), state(&again)), (first.id.as_str(), TaskState::InputRequired));
+    // The retry revived it to answer; it hibernates once more.
+    server.wait_until("the task hibernates again", |core| core.live_tasks() == 0).await;
+    let refused = client.send_message(send("hello")).await.expect_err("the cap holds for a new message");
+    assert_a2a_error(&refused, tonic::Code::ResourceExhausted, "QUOTA_EXCEEDED");
 }
 
 #[tokio::test]

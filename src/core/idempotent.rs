@@ -58,9 +58,11 @@
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
 //! - A call dropped by its client while its new task's agent has not sent a first event for
 //!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
-//! - Limits (live tasks, subscriptions, a new task's parked caps) are checked before the claim,
-//!   as for any call: a call refused by one, or dropped while the fleet's count is read, leaves
-//!   no claim. A call dropped while its claim is on its way removes the claim (`Landing`).
+//! - Limits (live tasks, subscriptions) are checked before the claim, as for any call. A new
+//!   task's parked caps are read before it too (a call dropped meanwhile leaves no claim), but
+//!   refuse only a message the claim shows is no retry: a retry gets the task its first call
+//!   made, which may be what fills the caps. A call dropped while its claim is on its way
+//!   removes the claim (`Landing`).
 //! - `--dedupe-messages off` (`CoreSettings::dedupe_messages`) runs every message unrecorded.
 //! - The same id with **another** message is no retry (its fingerprint differs): it runs as a
 //!   new message, unrecorded, so a retry of *it* is not recognised. The spec only lets a server
@@ -318,9 +320,10 @@ impl Drop for Unsettled {
 /// A claim sent and not answered yet. Its call may go meanwhile (the client reset it, or its
 /// deadline passed while the store was slow) or hear an error (a reply lost), and the claim
 /// may have landed even so, or land later (a pipeline sends it all the same). Nothing ran, so
-/// such a claim is removed if it is still this call's: at once, and once more a heartbeat later
-/// for one still on its way. Otherwise it stayed the retention age, and a retry of the call
-/// waited [`STALE`] for it. Borrowed, so an answered claim copies nothing.
+/// such a claim is removed if it is still this call's: at once, and once more after [`STALE`]
+/// for one still on its way (by then it has gone out or failed; and a retry takes a stale claim
+/// over anyway). Otherwise it stayed the retention age, and a retry of the call waited
+/// [`STALE`] for it. Borrowed, so an answered claim copies nothing.
 struct Landing<'a> {
     env: &'a Arc<crate::task::TaskEnv>,
     sent: &'a Sent,
@@ -337,13 +340,16 @@ impl Drop for Landing<'_> {
         let (store, owner) = (self.env.store.clone(), self.sent.owner.clone());
         let (message_id, mine) = (self.sent.message_id.clone(), self.mine.clone());
         drop(runtime.spawn(async move {
-            for pause in [Duration::ZERO, HEARTBEAT] {
+            for pause in [Duration::ZERO, STALE] {
                 tokio::time::sleep(pause).await;
                 match store.swap_sent(&owner, &message_id, &mine, None).await {
                     Ok(true) => return,
                     Ok(false) => {}
+                    // The store is away (and the claim likely never reached it): no second try
+                    // adds to an outage's load; the claim, if it landed, goes stale.
                     Err(error) => {
-                        tracing::debug!(%error, message_id, "removing an abandoned SendMessage claim failed")
+                        tracing::debug!(%error, message_id, "removing an abandoned SendMessage claim failed");
+                        return;
                     }
                 }
             }

@@ -58,8 +58,11 @@ pub(super) async fn with_webhook(
 /// replica), so only a task found nowhere counts as none; one that cannot be looked up now
 /// counts as there (its webhook stays, bounded as the task is).
 async fn task_exists(unborn: &Unborn, started: &Result<Started, A2aError>) -> bool {
-    if matches!(started, Ok(Started::Turn(_) | Started::Settled(_))) {
-        return true;
+    match started {
+        Ok(Started::Turn(_) | Started::Settled(_)) => return true,
+        // A direct reply: the actor never made a task, nor will.
+        Ok(Started::Message(_)) => return false,
+        Err(_) => {}
     }
     let found = crate::task::registry::current_task(&unborn.env, &unborn.owner, &unborn.task_id).await;
     !matches!(found, Err(A2aError::TaskNotFound(_)))
@@ -100,11 +103,12 @@ impl Drop for Unborn {
         };
         drop(runtime.spawn(async move {
             // The actor's answer first, if it runs: only then does it know.
-            let started = match reply {
-                Some(reply) => answered(reply.await),
-                None => Err(A2aError::Internal("the call went before the agent ran".into())),
+            let gone = match reply {
+                Some(reply) => !task_exists(&unborn, &answered(reply.await)).await,
+                // The agent never ran.
+                None => true,
             };
-            if task_exists(&unborn, &started).await {
+            if !gone {
                 return;
             }
             if let Err(error) = unborn.forget().await {

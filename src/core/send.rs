@@ -85,9 +85,9 @@ impl Core {
             let (begun, _, sent) = begun?;
             let owner = sent.owner.clone();
             let new_task = sent.new_task;
-            admit_new(self, new_task, &owner).await?;
+            let admitted = admit_new(self, new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     let task = match answer {
@@ -122,9 +122,9 @@ impl Core {
             let (begun, slot, sent) = begun?;
             let owner = sent.owner.clone();
             let new_task = sent.new_task;
-            admit_new(self, new_task, &owner).await?;
+            let admitted = admit_new(self, new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, begun.started()).await?,
+                Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     drop((begun, slot));
@@ -203,14 +203,22 @@ impl Begun<'_> {
     }
 }
 
-/// A new task passes the parked caps (`task/parked.rs`: it may come to wait for input too)
-/// before its message is claimed, as every limit is: a call refused here, or dropped while the
-/// fleet's count is read, leaves no claim behind. A follow-up goes to a task that exists.
+/// A new task's parked caps (`task/parked.rs`: it may come to wait for input too), read
+/// before its message is claimed, so that a call dropped while the fleet's count is read
+/// leaves no claim behind. A follow-up goes to a task that exists.
 async fn admit_new(core: &Core, new_task: bool, owner: &Owner) -> Result<(), A2aError> {
     if new_task {
         core.parked_caps().admit(&*core.env.parked, &owner.principal).await?;
     }
     Ok(())
+}
+
+/// How the message started, if the caps let it: a refusal counts only once the claim showed
+/// the message is not a retry of one that ran (whose task may be what fills the caps: its
+/// retry gets it back), and the claim then goes as any refused call's does.
+async fn started_if(admitted: Result<(), A2aError>, begun: Begun<'_>) -> Result<Started, A2aError> {
+    admitted?;
+    begun.started().await
 }
 
 /// Runs a new task's actor until it first waits, then waits for its answer.

@@ -9,7 +9,8 @@
 //! A pipeline is no transaction, and needs none: each command stands alone and gets its own
 //! reply, as it would have alone. If the round trip fails, every command in it fails with the
 //! same error, as each would have on that connection (a command whose reply was lost may have
-//! run, as before: a claim's caller answers UNAVAILABLE and its retry finds its record).
+//! run, as before: a claim's caller answers UNAVAILABLE and removes the record if it landed,
+//! `core/idempotent.rs` `Landing`).
 //! On a cluster, whose pipelines cannot cross slots, commands go alone.
 use std::sync::Arc;
 
