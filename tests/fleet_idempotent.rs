@@ -106,7 +106,8 @@ async fn a_retry_on_another_replica_gets_the_first_outcome() {
 /// lets it go, oldest first. Nothing noted it before (a new task's member names only the
 /// message that made it), so each stayed the whole retention age, an hour by default,
 /// whatever retention's count and bytes said: Redis grew by a record per follow-up however
-/// few tasks it kept.
+/// few tasks it kept. Records are counted apart from the tasks, as the memory store counts
+/// them: a conversation's turns do not push its tasks out of retention.
 #[tokio::test]
 async fn a_follow_ups_record_is_kept_like_a_finished_task() {
     let Some(redis) = RedisServer::start() else { return };
@@ -118,9 +119,23 @@ async fn a_follow_ups_record_is_kept_like_a_finished_task() {
         last.clone_from(&answer.message.as_ref().unwrap().message_id);
         assert_eq!(state(&task(send_on(&fleet, A, answer).await)), TaskState::Completed);
     }
-    // Each task's record goes with it, each follow-up's on its own: 4 records at the most.
-    let left = records_come_down_to(&redis, &fleet, 4).await;
+    // Each task's record goes with it, each follow-up's on its own: 4 + 4 records at the most.
+    let left = records_come_down_to(&redis, &fleet, 8).await;
     assert!(left.iter().any(|key| key.ends_with(&format!("sent:{last}"))), "the newest stays: {left:?}");
+    // And retention keeps the 4 newest tasks, as it would in memory: before, the follow-ups'
+    // records took places of the 4, and half the tasks went.
+    let mut client = fleet[A].client().await;
+    let limit = std::time::Duration::from_secs(15);
+    eventually("retention keeps the 4 newest tasks", limit, || {
+        let mut client = client.clone();
+        async move {
+            let listed = client.list_tasks(ListTasksRequest::default()).await.unwrap().into_inner();
+            listed.total_size == 4
+        }
+    })
+    .await;
+    let listed = within("ListTasks", client.list_tasks(ListTasksRequest::default())).await.unwrap();
+    assert_eq!(listed.into_inner().tasks.len(), 4);
 }
 
 /// A follow-up whose call was dropped before it settled its claim (its client gave up while the
@@ -142,8 +157,9 @@ async fn a_dropped_follow_ups_claim_is_kept_like_a_finished_task() {
         assert!(given_up.await.is_err(), "the turn outlasts the caller's patience");
         tasks.push(asked);
     }
-    // Every turn ends (its task COMPLETED), then retention keeps 4 members in all.
-    records_come_down_to(&redis, &fleet, 4).await;
+    // Every turn ends (its task COMPLETED), then retention keeps 4 tasks, with their records,
+    // and 4 follow-ups' records: without the note, all 8 of these stayed.
+    records_come_down_to(&redis, &fleet, 8).await;
 }
 
 /// Waits (up to 15 s) until `fleet` holds at most `most` SendMessage records in `redis`;
@@ -174,10 +190,10 @@ async fn abandoned_claims(redis: &RedisServer, fleet: &Fleet) -> usize {
     expiring
 }
 
-/// Waits (up to 10 s) until no call's claim is left abandoned: removed at once, or a heartbeat
-/// (2 s) later if it landed after its call went.
+/// Waits (up to 15 s) until no call's claim is left abandoned: removed at once, or 6 s later
+/// (when a claim goes stale) if it landed after its call went.
 async fn no_claim_left_behind(redis: &RedisServer, fleet: &Fleet) {
-    let limit = std::time::Duration::from_secs(10);
+    let limit = std::time::Duration::from_secs(15);
     eventually("no abandoned claim is left", limit, || async { abandoned_claims(redis, fleet).await == 0 })
         .await;
 }

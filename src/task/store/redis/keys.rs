@@ -250,6 +250,17 @@ impl Keys {
         Shard::all("finished", self.shards)
     }
 
+    /// The piece of the records' retention set that holds SendMessage record `message_id`'s
+    /// member: records no task takes along are kept as finished tasks are, counted apart.
+    pub fn records_shard(&self, message_id: &str) -> Shard {
+        Shard::of("records", self.shards, message_id)
+    }
+
+    /// Every piece of the records' retention set.
+    pub fn records_shards(&self) -> Vec<Shard> {
+        Shard::all("records", self.shards)
+    }
+
     /// ZSET of finished tasks scored by finish time (ms): retention by count and age
     /// (`retention/` says what a member holds). Shares its piece's slot with
     /// [`Keys::finished_sizes`].
@@ -344,6 +355,8 @@ mod tests {
         assert_eq!(keys.owner_shards("t:p"), [Shard("o:t:p".into())]);
         assert_eq!(keys.finished(&keys.finished_shard("x")), "a2a:{finished}");
         assert_eq!(keys.finished_sizes(&keys.finished_shards()[0]), "a2a:{finished}:sizes");
+        assert_eq!(keys.finished(&keys.records_shard("m")), "a2a:{records}");
+        assert_eq!(keys.finished_sizes(&keys.records_shards()[0]), "a2a:{records}:sizes");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! | `P:{p:<principal>}:push` | SET | `<owner>/<task>/<config id>`: the per-principal cap (`push_quota.rs`) | none |
 //! | `P:{finished}` | ZSET | `<owner>/<task id>\|<position>\|<context>[&<messageId>]\|<size>` scored by finish time (ms) (`retention/`) | none |
 //! | `P:{finished}:sizes` | HASH | `#` → the bytes the finished tasks hold | none |
+//! | `P:{records}`, `P:{records}:sizes` | ZSET, HASH | the same for SendMessage records no task takes along (`<owner>/\|<position>\|&<messageId>\|<size>`), counted apart | none |
 //! | `P:{parked}`, `P:{parked}:p:<principal>` | ZSET | `<owner>/<task id>` of parked tasks by deadline (`parked.rs`) | none |
 //!
 //! `<task>`, `<owner>` and `<context>` are percent-encoded ([`keys`]). A task's keys share one
@@ -69,6 +70,7 @@ pub use replica::{Append, Orphan};
 
 use self::conn::{Part, Redis};
 use self::keys::{Keys, Shard, encode, owner_id, position};
+use self::retention::Holds;
 use super::push_configs::per_task_refused;
 use super::undecodable::undecodable;
 use super::url::{RedisTarget, StoreUrl};
@@ -126,8 +128,10 @@ pub struct RedisStore {
     redis: Arc<Redis>,
     keys: Keys,
     retention: Retention,
-    /// Retention's limits and this replica's evictor (`retention/`).
+    /// Retention's limits and this replica's evictor (`retention/`): of finished tasks, and
+    /// of the SendMessage records no task takes along.
     retainer: Arc<retention::Retainer>,
+    records: Arc<retention::Retainer>,
     /// Parked-task counts as last read, for admission (`parked.rs`).
     parked_usage: parked::UsageCache,
     /// The durable push outbox (`outbox.rs`).
@@ -162,11 +166,14 @@ impl RedisStore {
         }
         let keys = Keys::new(&options.prefix, shards);
         let outbox = outbox::Outbox::new(!redis.is_cluster());
-        let retainer = retention::Retainer::start(redis.clone(), keys.clone(), options.retention);
+        let retain =
+            |holds| retention::Retainer::start(redis.clone(), keys.clone(), options.retention, holds);
+        let (retainer, records) = (retain(Holds::Tasks), retain(Holds::Records));
         Ok(Self {
             group_commit: group_commit::GroupCommit::start(redis.clone(), retainer.clone()),
             pipelined: pipelined::Pipelined::start(redis.clone(), "claim_sent"),
             retainer,
+            records,
             redis,
             keys,
             retention: options.retention,
@@ -211,19 +218,22 @@ impl RedisStore {
             let made_by = retention::made_by(task);
             let member =
                 retention::member(size, &place, &encode(&task.context_id), oid, &task.id, made_by.as_deref());
-            parts.push(self.note_part(&task.id, member, size));
+            parts.push(self.note_part(Holds::Tasks, &task.id, member, size));
         }
         let replies = self.redis.together("index", parts).await?;
         if let Some(noted) = replies.into_iter().nth(1) {
-            self.noted(noted, size)?;
+            self.noted(Holds::Tasks, noted, size)?;
         }
         Ok(())
     }
 
-    /// [`scripts::NOTE`] of retention `member`, holding `size` bytes, in the piece that `id`
-    /// (a task's, or a direct reply's message) falls in.
-    fn note_part<'a>(&self, id: &str, member: String, size: u64) -> Part<'a> {
-        let shard = self.keys.finished_shard(id);
+    /// [`scripts::NOTE`] of retention `member`, holding `size` bytes, in the piece of the set
+    /// that `holds` it that `id` (a task's, or a record's encoded message) falls in.
+    fn note_part<'a>(&self, holds: Holds, id: &str, member: String, size: u64) -> Part<'a> {
+        let shard = match holds {
+            Holds::Tasks => self.keys.finished_shard(id),
+            Holds::Records => self.keys.records_shard(id),
+        };
         let mut note = scripts::NOTE.prepare_invoke();
         note.key(self.keys.finished(&shard)).key(self.keys.finished_sizes(&shard));
         note.arg(member).arg(now_ms()).arg(size);
@@ -231,10 +241,14 @@ impl RedisStore {
     }
 
     /// Tells the evictor what a [`RedisStore::note_part`]'s reply says its piece holds.
-    fn noted(&self, reply: redis::Value, size: u64) -> Result<(), A2aError> {
+    fn noted(&self, holds: Holds, reply: redis::Value, size: u64) -> Result<(), A2aError> {
         let (count, bytes): (u64, i64) = redis::from_redis_value(reply)
             .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-        self.retainer.noted(1, count, bytes, size);
+        let retainer = match holds {
+            Holds::Tasks => &self.retainer,
+            Holds::Records => &self.records,
+        };
+        retainer.noted(1, count, bytes, size);
         Ok(())
     }
 

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis::Script;
 
 use super::keys::{encode, owner_id, position};
+use super::retention::Holds;
 use super::{RedisStore, millis, retention};
 use crate::call::Owner;
 use crate::error::A2aError;
@@ -81,8 +82,9 @@ impl RedisStore {
 
     /// Notes a record no task takes along for retention, as a finished task without a task:
     /// a direct reply's, or a follow-up's once its task holds the message (a new task's member
-    /// names only the message that made it). It counts toward the same limits, and the
-    /// evictor unlinks the record when it goes (`retention/member.rs`). Without this such a
+    /// names only the message that made it). Records have a retention set of their own, with
+    /// the same limits (`retention::Holds`), and the evictor unlinks the record when it goes
+    /// (`retention/member.rs`). Without this such a
     /// record stayed the whole retention age, one per call, however few tasks retention kept.
     pub(super) async fn note_record(
         &self,
@@ -95,10 +97,10 @@ impl RedisStore {
         let size = record.encode().len() as u64;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let member = retention::member(size, &position(now), "", &oid, "", Some(&message));
-        let note = self.note_part(&message, member, size);
+        let note = self.note_part(Holds::Records, &message, member, size);
         let noted = self.redis.together("note_record", vec![note]).await?;
         if let Some(noted) = noted.into_iter().next() {
-            self.noted(noted, size)?;
+            self.noted(Holds::Records, noted, size)?;
         }
         Ok(())
     }

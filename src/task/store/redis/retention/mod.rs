@@ -34,7 +34,8 @@
 //! message that made it (`sent.rs`) goes with the task (`member.rs` says why there). A direct
 //! reply's record, which no task takes along, and a follow-up's (its task's member names only
 //! the message that made it) are noted as a member without a task,
-//! `<owner id>/|<position>|&<encoded messageId>|<size>`, and count toward the same limits. Records
+//! `<owner id>/|<position>|&<encoded messageId>|<size>`, in a set of their own (`P:{records}`,
+//! [`Holds::Records`]) under the same limits, counted apart from the tasks as in memory. Records
 //! would otherwise stay for the whole retention age, one per call however few tasks retention
 //! keeps (measured: 52,000 records beside 11,000 tasks after 4 s of load); a retry after its
 //! task left retention runs anew either way (docs/FLEET.md, "Idempotent SendMessage").
@@ -82,6 +83,18 @@ const ROOM_GAP: Duration = Duration::from_millis(20);
 /// task to drop (Redis is full of live tasks or of other data: nothing here can make room).
 const ROOM_NONE_LEFT: Duration = Duration::from_secs(1);
 
+/// What a retention set holds. The records no task takes along (a direct reply's, a
+/// follow-up's) are counted apart from the finished tasks, as the memory store counts them
+/// (`memory/sent.rs`): in one count, a conversation of n turns took n places of retention's,
+/// and a store of long conversations kept a fraction of the tasks it was told to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Holds {
+    /// Finished tasks (`P:{finished}`), with the records of the messages that made them.
+    Tasks,
+    /// SendMessage records on their own (`P:{records}`).
+    Records,
+}
+
 /// This replica's share of retention: the limits, and the evictor's wake-up.
 pub(super) struct Retainer {
     redis: Arc<Redis>,
@@ -101,11 +114,14 @@ pub(super) struct Retainer {
 }
 
 impl Retainer {
-    /// The retainer, with its evictor running until the store is dropped.
-    pub(super) fn start(redis: Arc<Redis>, keys: Keys, retention: Retention) -> Arc<Self> {
+    /// The retainer of the set that `holds` what it says, with its evictor running until the
+    /// store is dropped. Only finished tasks make room in a full Redis: they hold the bytes.
+    pub(super) fn start(redis: Arc<Redis>, keys: Keys, retention: Retention, holds: Holds) -> Arc<Self> {
         let wake = Arc::new(Notify::new());
-        let room = redis.room_wanted();
-        let pieces = keys.finished_shards();
+        let (room, pieces) = match holds {
+            Holds::Tasks => (redis.room_wanted(), keys.finished_shards()),
+            Holds::Records => (Arc::new(Notify::new()), keys.records_shards()),
+        };
         let counted = (AtomicU64::new(0), AtomicI64::new(0));
         let over = AtomicBool::new(false);
         let retainer = Arc::new(Self { redis, keys, retention, pieces, counted, over, wake: wake.clone() });
