@@ -1,5 +1,6 @@
 //! Redis out of memory (its `maxmemory` reached, `maxmemory-policy noeviction`): the fleet
-//! makes room by dropping its oldest finished tasks, as retention would, instead of refusing
+//! makes room by dropping its oldest finished tasks (and records kept for retries), as
+//! retention would, instead of refusing
 //! every call until an operator steps in. Before, a write refused for memory woke nothing
 //! (retention's limits were not reached), so every new call failed UNAVAILABLE and every
 //! task whose write was refused waited for the store for ever.
@@ -29,10 +30,28 @@ fn info_field(info: &str, field: &str) -> u64 {
 
 #[tokio::test]
 async fn a_full_redis_makes_room_by_dropping_the_oldest_finished_tasks() {
+    // Room for some hundreds of echo tasks, far below retention's limits (10,000, 256 MiB).
+    let echo = |i: usize| format!("echo {i} {}", "x".repeat(200));
+    through_a_full_redis(2 * 1024 * 1024, echo, "finished", "finished tasks").await;
+}
+
+/// The SendMessage records kept for retries of direct replies, which no task holds, have a
+/// retention set of their own: a Redis full of them makes room by dropping the oldest too.
+#[tokio::test]
+async fn a_redis_full_of_direct_replies_makes_room_by_dropping_the_oldest_records() {
+    // Each record holds its reply: ~1 KiB, so 3,000 of them are more than the room there is.
+    let reply = |i: usize| format!("message {i} {}", "x".repeat(1000));
+    through_a_full_redis(2 * 1024 * 1024, reply, "records", "records").await;
+}
+
+/// Sends [`CALLS`] messages (`text`) through a Redis given `headroom` bytes more than it holds
+/// empty, retrying those refused for memory as a client would, and checks that every one was
+/// answered, Redis ran out of memory, and room was made by dropping some (not all) of the
+/// members of retention set `set` (`what`, for messages).
+async fn through_a_full_redis(headroom: u64, text: impl Fn(usize) -> String, set: &str, what: &str) {
     let Some(redis) = RedisServer::start() else { return };
     let used = info_field(&redis.command("INFO memory").expect("INFO"), "used_memory");
-    // Room for some hundreds of echo tasks, far below retention's limits (10,000, 256 MiB).
-    let limit = used + 2 * 1024 * 1024;
+    let limit = used + headroom;
     for setting in [format!("CONFIG SET maxmemory {limit}"), "CONFIG SET maxmemory-policy noeviction".into()]
     {
         assert!(redis.command(&setting).expect("CONFIG SET").contains("OK"), "{setting}");
@@ -43,12 +62,12 @@ async fn a_full_redis_makes_room_by_dropping_the_oldest_finished_tasks() {
     let (mut refused, mut done) = (0, 0);
     let mut calls = futures::stream::iter(0..CALLS)
         .map(|i| {
-            let mut client = client.clone();
+            let (mut client, text) = (client.clone(), text(i));
             async move {
                 // A call refused while room is being made is retried, as a client would.
                 let mut refused = 0;
                 loop {
-                    let request = send(&format!("echo {i} {}", "x".repeat(200)));
+                    let request = send(&text);
                     match tokio::time::timeout(Duration::from_secs(10), client.send_message(request)).await {
                         Ok(Ok(_)) => return refused,
                         Ok(Err(status)) if status.code() == tonic::Code::Unavailable && refused < 50 => {
@@ -69,17 +88,17 @@ async fn a_full_redis_makes_room_by_dropping_the_oldest_finished_tasks() {
     assert_eq!(done, CALLS);
     let info = redis.command("INFO memory").expect("INFO");
     let kept: u64 = redis
-        .command(&format!("ZCARD {}:{{finished}}", fleet.prefix))
+        .command(&format!("ZCARD {}:{{{set}}}", fleet.prefix))
         .and_then(|reply| reply.trim().trim_start_matches(':').parse().ok())
         .expect("ZCARD");
     eprintln!(
-        "{CALLS} calls in {:?}: {refused} refused for memory and retried; {kept} finished tasks kept; \
+        "{CALLS} calls in {:?}: {refused} refused for memory and retried; {kept} {what} kept; \
          Redis used {} of {limit} bytes",
         started.elapsed(),
         info_field(&info, "used_memory"),
     );
     assert!(fleet[0].metric("a2a_redis_out_of_memory_total").await > 0.0, "Redis did run out of memory");
-    assert!(kept < CALLS as u64, "room was made by dropping finished tasks: {kept} kept");
+    assert!(kept < CALLS as u64, "room was made by dropping {what}: {kept} kept");
     assert!(kept > 0, "only as many as room needed went");
 }
 

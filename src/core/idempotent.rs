@@ -47,7 +47,8 @@
 //!   one Redis node takes away, as retention then drops the record with the task; the memory
 //!   store also drops the oldest beyond retention's count and reply bytes). In Redis,
 //!   retention's count and bytes bound the records too: a new task's goes with the task, a
-//!   reply's and a follow-up's count as finished tasks of their own (`TaskStore::keep_sent`),
+//!   reply's and a follow-up's are kept as finished tasks are, counted apart from them (as in
+//!   memory; `TaskStore::keep_sent`),
 //!   and so does a follow-up's claim its call left unsettled (the call was dropped, or
 //!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (its call dropped
 //!   between the claim and the agent's start, which only an inline webhook's registration

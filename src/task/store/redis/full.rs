@@ -14,8 +14,8 @@
 //!
 //! The refusals are counted (`a2a_redis_out_of_memory_total`) and logged as an error at most
 //! once per [`LOG_EVERY`], naming what to change: Redis's memory, or retention's limits.
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -25,8 +25,9 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What a replica does when Redis refuses a write for memory.
 pub(super) struct Full {
-    /// Wakes the evictor for a round that makes room (`retention::evictor`).
-    room: Arc<Notify>,
+    /// Wake the evictors (of finished tasks and of records) for a round that makes room
+    /// (`retention::evictor`): one each, so that a refusal reaches both.
+    rooms: Mutex<Vec<Arc<Notify>>>,
     /// When (ms after `since`) the last error log was.
     since: Instant,
     logged_ms: AtomicU64,
@@ -34,12 +35,14 @@ pub(super) struct Full {
 
 impl Full {
     pub(super) fn new() -> Self {
-        Self { room: Arc::new(Notify::new()), since: Instant::now(), logged_ms: AtomicU64::new(0) }
+        Self { rooms: Mutex::default(), since: Instant::now(), logged_ms: AtomicU64::new(0) }
     }
 
-    /// The evictor's wake-up for room.
+    /// A new wake-up for room, for one evictor (a store starts two).
     pub(super) fn room(&self) -> Arc<Notify> {
-        self.room.clone()
+        let room = Arc::new(Notify::new());
+        self.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(room.clone());
+        room
     }
 
     /// Whether `error` (a failed call's text, a pipeline's included) is Redis refusing a
@@ -49,7 +52,9 @@ impl Full {
             return false;
         }
         metrics::counter!("a2a_redis_out_of_memory_total").increment(1);
-        self.room.notify_one();
+        for room in self.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+            room.notify_one();
+        }
         let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.logged_ms.load(Ordering::Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= LOG_EVERY.as_millis() as u64;
@@ -59,8 +64,9 @@ impl Full {
             tracing::error!(
                 address,
                 "Redis is out of memory (its maxmemory) and refuses writes: dropping the oldest \
-                 finished tasks to make room. Give Redis more memory than --task-retention-bytes \
-                 and the live tasks need, or lower the retention limits"
+                 finished tasks and SendMessage records to make room. Give Redis more memory than \
+                 --task-retention-bytes, the records and the live tasks need, or lower the \
+                 retention limits"
             );
         }
         true

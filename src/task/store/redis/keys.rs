@@ -253,7 +253,7 @@ impl Keys {
     /// The piece of the records' retention set that holds SendMessage record `message_id`'s
     /// member: records no task takes along are kept as finished tasks are, counted apart.
     pub fn records_shard(&self, message_id: &str) -> Shard {
-        Shard::of("records", self.shards, message_id)
+        Shard::of("records", self.shards, &encode(message_id))
     }
 
     /// Every piece of the records' retention set.

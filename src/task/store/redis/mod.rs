@@ -228,7 +228,7 @@ impl RedisStore {
     }
 
     /// [`scripts::NOTE`] of retention `member`, holding `size` bytes, in the piece of the set
-    /// that `holds` it that `id` (a task's, or a record's encoded message) falls in.
+    /// that `holds` it that `id` (a task's id, or a record's `messageId`) falls in.
     fn note_part<'a>(&self, holds: Holds, id: &str, member: String, size: u64) -> Part<'a> {
         let shard = match holds {
             Holds::Tasks => self.keys.finished_shard(id),

@@ -97,7 +97,7 @@ impl RedisStore {
         let size = record.encode().len() as u64;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
         let member = retention::member(size, &position(now), "", &oid, "", Some(&message));
-        let note = self.note_part(Holds::Records, &message, member, size);
+        let note = self.note_part(Holds::Records, message_id, member, size);
         let noted = self.redis.together("note_record", vec![note]).await?;
         if let Some(noted) = noted.into_iter().next() {
             self.noted(Holds::Records, noted, size)?;

@@ -100,7 +100,8 @@ pub(super) struct Retainer {
     redis: Arc<Redis>,
     keys: Keys,
     retention: Retention,
-    /// The pieces of the retention set.
+    /// What the set holds, and its pieces.
+    holds: Holds,
     pieces: Vec<Shard>,
     /// The fleet's finished tasks and their bytes as this replica's last round counted them,
     /// plus what it noted since: with pieces, a write's reply tells only its own piece.
@@ -115,18 +116,28 @@ pub(super) struct Retainer {
 
 impl Retainer {
     /// The retainer of the set that `holds` what it says, with its evictor running until the
-    /// store is dropped. Only finished tasks make room in a full Redis: they hold the bytes.
+    /// store is dropped.
     pub(super) fn start(redis: Arc<Redis>, keys: Keys, retention: Retention, holds: Holds) -> Arc<Self> {
         let wake = Arc::new(Notify::new());
-        let (room, pieces) = match holds {
-            Holds::Tasks => (redis.room_wanted(), keys.finished_shards()),
-            Holds::Records => (Arc::new(Notify::new()), keys.records_shards()),
+        let room = redis.room_wanted();
+        let pieces = match holds {
+            Holds::Tasks => keys.finished_shards(),
+            Holds::Records => keys.records_shards(),
         };
         let counted = (AtomicU64::new(0), AtomicI64::new(0));
         let over = AtomicBool::new(false);
-        let retainer = Arc::new(Self { redis, keys, retention, pieces, counted, over, wake: wake.clone() });
+        let wake_up = wake.clone();
+        let retainer = Arc::new(Self { redis, keys, retention, holds, pieces, counted, over, wake: wake_up });
         tokio::spawn(evictor(Arc::downgrade(&retainer), wake, room));
         retainer
+    }
+
+    /// The name of this evictor's round trips in metrics and logs.
+    fn op(&self) -> &'static str {
+        match self.holds {
+            Holds::Tasks => "evict",
+            Holds::Records => "evict_records",
+        }
     }
 
     /// A write noted `tasks` finished tasks of `size` bytes in all, and their piece of the
@@ -226,7 +237,7 @@ impl Retainer {
         }
         let takes = parts.len();
         self.drop_parts(&all, &mut parts);
-        let replies = self.redis.together("evict", parts).await?;
+        let replies = self.redis.together(self.op(), parts).await?;
         let taken: usize = replies
             .into_iter()
             .take(takes)
@@ -276,7 +287,7 @@ impl Retainer {
                 parts.push(Part::Cmd(zrange));
             }
         }
-        let mut replies = self.redis.together("evict", parts).await?.into_iter();
+        let mut replies = self.redis.together(self.op(), parts).await?.into_iter();
         let mut looks = Vec::with_capacity(pieces.len());
         for &i in pieces {
             let (count, bytes, expired) = (replies.next(), replies.next(), replies.next());
@@ -288,7 +299,7 @@ impl Retainer {
                 for &at in &old_form {
                     hmget.arg(&look.oldest[at].1);
                 }
-                let reply = self.redis.together("evict", vec![Part::Cmd(hmget)]).await?;
+                let reply = self.redis.together(self.op(), vec![Part::Cmd(hmget)]).await?;
                 let sizes: Vec<Option<i64>> = reply
                     .into_iter()
                     .next()
@@ -405,7 +416,9 @@ async fn evictor(retainer: Weak<Retainer>, wake: Arc<Notify>, room: Arc<Notify>)
         if matches!(why, RetainFor::Room) {
             let pause = match retainer.round(why, true).await {
                 Ok(0) => {
-                    tracing::warn!("Redis is out of memory and no finished task is left to drop");
+                    if retainer.holds == Holds::Tasks {
+                        tracing::warn!("Redis is out of memory and no finished task is left to drop");
+                    }
                     ROOM_NONE_LEFT
                 }
                 Ok(_) => ROOM_GAP,
