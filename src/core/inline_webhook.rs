@@ -44,11 +44,7 @@ pub(super) async fn with_webhook(
     core.register_push_config(&owner, config, version).await?;
     let started = answered(unborn.reply.insert(starting.run().await).await);
     unborn.reply = None;
-    if !task_exists(&unborn, &started).await
-        && let Err(error) = unborn.forget().await
-    {
-        tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
-    }
+    unborn.forget_unless_made(Some(&started)).await;
     unborn.armed = false;
     started
 }
@@ -81,8 +77,20 @@ struct Unborn {
 }
 
 impl Unborn {
-    async fn forget(&self) -> Result<(), A2aError> {
-        self.env.store.delete_push_config(&self.owner, &self.task_id, &self.config_id).await
+    /// Forgets the webhook unless a task came to be, as the actor's answer (`None`: the agent
+    /// never ran) or else the task itself says.
+    async fn forget_unless_made(&self, started: Option<&Result<Started, A2aError>>) {
+        let made = match started {
+            Some(started) => task_exists(self, started).await,
+            None => false,
+        };
+        if made {
+            return;
+        }
+        let forgotten = self.env.store.delete_push_config(&self.owner, &self.task_id, &self.config_id).await;
+        if let Err(error) = forgotten {
+            tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
+        }
     }
 }
 
@@ -103,17 +111,11 @@ impl Drop for Unborn {
         };
         drop(runtime.spawn(async move {
             // The actor's answer first, if it runs: only then does it know.
-            let gone = match reply {
-                Some(reply) => !task_exists(&unborn, &answered(reply.await)).await,
-                // The agent never ran.
-                None => true,
+            let started = match reply {
+                Some(reply) => Some(answered(reply.await)),
+                None => None,
             };
-            if !gone {
-                return;
-            }
-            if let Err(error) = unborn.forget().await {
-                tracing::warn!(%error, "forgetting the push config of a call that went first failed");
-            }
+            unborn.forget_unless_made(started.as_ref()).await;
         }));
     }
 }

@@ -230,10 +230,7 @@ impl RedisStore {
     /// [`scripts::NOTE`] of retention `member`, holding `size` bytes, in the piece of the set
     /// that `holds` it that `id` (a task's id, or a record's `messageId`) falls in.
     fn note_part<'a>(&self, holds: Holds, id: &str, member: String, size: u64) -> Part<'a> {
-        let shard = match holds {
-            Holds::Tasks => self.keys.finished_shard(id),
-            Holds::Records => self.keys.records_shard(id),
-        };
+        let shard = self.retainer_of(holds).piece_of(id);
         let mut note = scripts::NOTE.prepare_invoke();
         note.key(self.keys.finished(&shard)).key(self.keys.finished_sizes(&shard));
         note.arg(member).arg(now_ms()).arg(size);
@@ -244,12 +241,16 @@ impl RedisStore {
     fn noted(&self, holds: Holds, reply: redis::Value, size: u64) -> Result<(), A2aError> {
         let (count, bytes): (u64, i64) = redis::from_redis_value(reply)
             .map_err(|e| A2aError::Internal(format!("retention reply: {e}")))?;
-        let retainer = match holds {
+        self.retainer_of(holds).noted(1, count, bytes, size);
+        Ok(())
+    }
+
+    /// The retainer of the set that `holds` what it says.
+    fn retainer_of(&self, holds: Holds) -> &retention::Retainer {
+        match holds {
             Holds::Tasks => &self.retainer,
             Holds::Records => &self.records,
-        };
-        retainer.noted(1, count, bytes, size);
-        Ok(())
+        }
     }
 
     fn index_invocation<'a>(&self, oid: &str, task: &Task) -> redis::ScriptInvocation<'a> {

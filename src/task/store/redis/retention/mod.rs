@@ -132,6 +132,15 @@ impl Retainer {
         retainer
     }
 
+    /// The piece of this set that the member of `id` (a task's id, or a record's `messageId`)
+    /// goes in.
+    pub(super) fn piece_of(&self, id: &str) -> Shard {
+        match self.holds {
+            Holds::Tasks => self.keys.finished_shard(id),
+            Holds::Records => self.keys.records_shard(id),
+        }
+    }
+
     /// The name of this evictor's round trips in metrics and logs.
     fn op(&self) -> &'static str {
         match self.holds {
