@@ -82,7 +82,7 @@
 //!   table), and a scenario in `tests/equivalence.rs`, which runs it on every binding.
 //! - **Add a binding**: a module in `transport/` that decodes into the generated request types
 //!   plus a [`call::CallContext`], calls the [`core::Core`], and maps [`error::A2aError`] with
-//!   the functions in `error.rs`; mount it in `server/router.rs`.
+//!   the functions in `error/mod.rs`; mount it in `server/router.rs`.
 //! - **Add an agent**: implement [`agent::AgentExecutor`] and start it with
 //!   [`server::Server::new`] (see `examples/shout.rs`); for a built-in one, a variant of
 //!   `AgentKind` in `config/mod.rs`.
@@ -156,8 +156,11 @@
 //!   the `--upstream…` flags `config/upstream.rs`. Prove it with `tests/relay.rs` (real a2a-sdk
 //!   1.x and 0.3 upstreams, `tests/interop/upstream/`).
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
-//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
-//!   its reading in `config/settings.rs`.
+//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` (or in
+//!   its group's own file: `config/card.rs`, `exec.rs`, `redis.rs`, `upstream.rs`) and its
+//!   reading in `config/settings.rs`.
+//! - **Let a new error cross replicas** (a forwarded call's answer): its fields in
+//!   `error/between_replicas.rs`.
 pub mod agent;
 pub mod allocator;
 pub mod auth;

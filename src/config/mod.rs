@@ -8,17 +8,20 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::agent::exec::{InputFormat, StdinMode};
 use crate::card::Binding;
 use crate::push::PushEvents;
 use crate::server::ClientAuth;
 use crate::ui::UiMode;
 
+mod card;
+mod exec;
 mod redis;
 pub mod settings;
 mod upstream;
 mod values;
 
+pub use card::CardFlags;
+pub use exec::ExecFlags;
 pub use redis::RedisFlags;
 pub use upstream::{BindingFlag, UpstreamFlags, VersionFlag};
 
@@ -265,45 +268,9 @@ pub struct Config {
     #[arg(long, env = "A2A_AUTH")]
     pub auth: Option<PathBuf>,
 
-    /// The card's `name`.
-    #[arg(long, env = "A2A_CARD_NAME")]
-    pub card_name: Option<String>,
-
-    /// The card's `description`.
-    #[arg(long, env = "A2A_CARD_DESCRIPTION")]
-    pub card_description: Option<String>,
-
-    /// The card's `version` (the agent's own version).
-    #[arg(long, env = "A2A_CARD_VERSION")]
-    pub card_version: Option<String>,
-
-    /// The card's `provider.organization`.
-    #[arg(long, env = "A2A_CARD_PROVIDER_ORGANIZATION")]
-    pub card_provider_organization: Option<String>,
-
-    /// The card's `provider.url`.
-    #[arg(long, env = "A2A_CARD_PROVIDER_URL")]
-    pub card_provider_url: Option<String>,
-
-    /// The card's `documentationUrl`.
-    #[arg(long, env = "A2A_CARD_DOCUMENTATION_URL")]
-    pub card_documentation_url: Option<String>,
-
-    /// The card's `iconUrl`.
-    #[arg(long, env = "A2A_CARD_ICON_URL")]
-    pub card_icon_url: Option<String>,
-
-    /// A skill, as a ProtoJSON `AgentSkill` object (repeatable; replaces the default skills).
-    #[arg(long = "card-skill", env = "A2A_CARD_SKILL")]
-    pub card_skills: Vec<String>,
-
-    /// A default input media type (repeatable).
-    #[arg(long = "card-input-mode", env = "A2A_CARD_INPUT_MODES", value_delimiter = ',')]
-    pub card_input_modes: Vec<String>,
-
-    /// A default output media type (repeatable).
-    #[arg(long = "card-output-mode", env = "A2A_CARD_OUTPUT_MODES", value_delimiter = ',')]
-    pub card_output_modes: Vec<String>,
+    /// The card's own fields (`--card-name`, `--card-skill`, …).
+    #[command(flatten)]
+    pub card_fields: CardFlags,
 
     /// Allow browsers from this origin (repeatable; `*` for any). CORS is off without it.
     #[arg(long = "cors-origin", env = "A2A_CORS_ORIGINS", value_delimiter = ',')]
@@ -491,36 +458,9 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub sse_keep_alive_secs: u64,
 
-    /// exec agent: how a message reaches the command's stdin (its text, or one line of A2A JSON).
-    #[arg(long, env = "A2A_EXEC_INPUT", value_enum, default_value_t = InputFormat::Text)]
-    pub exec_input: InputFormat,
-
-    /// exec agent: close stdin after the first message, or keep it open so that later messages
-    /// on the task (answers to INPUT_REQUIRED) reach the command too.
-    #[arg(long, env = "A2A_EXEC_STDIN", value_enum, default_value_t = StdinMode::Close)]
-    pub exec_stdin: StdinMode,
-
-    /// exec agent: stdout lines starting with this and a JSON object are control instructions
-    /// (empty: none are).
-    #[arg(long, env = "A2A_EXEC_CONTROL_PREFIX", default_value = "@a2a")]
-    pub exec_control_prefix: String,
-
-    /// exec agent: seconds a command may run before it is stopped and its task fails (0: no limit).
-    #[arg(long, env = "A2A_EXEC_TIMEOUT_SECS", default_value_t = 3600)]
-    pub exec_timeout_secs: u64,
-
-    /// exec agent: milliseconds between SIGTERM and SIGKILL when a command is stopped.
-    #[arg(long, env = "A2A_EXEC_GRACE_MS", default_value_t = 5000)]
-    pub exec_grace_ms: u64,
-
-    /// exec agent: commands running at once; further tasks wait in SUBMITTED, in order.
-    #[arg(long, env = "A2A_EXEC_MAX_CONCURRENCY", default_value_t = 16,
-          value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub exec_max_concurrency: u64,
-
-    /// exec agent: bytes of the stdout artifact a task keeps (live subscribers get all output).
-    #[arg(long, env = "A2A_EXEC_MAX_ARTIFACT_BYTES", default_value_t = 1 << 20)]
-    pub exec_max_artifact_bytes: usize,
+    /// The exec agent's own settings (`--exec-…`).
+    #[command(flatten)]
+    pub exec: ExecFlags,
 
     /// exec agent: the command run for each task, after `--`.
     #[arg(last = true, value_name = "CMD [ARGS]")]

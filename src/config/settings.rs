@@ -9,7 +9,7 @@ use crate::card::signing::CardSigner;
 use crate::card::{CardFacts, CardOverrides, check_interfaces};
 use crate::core::CoreSettings;
 use crate::fleet::FleetSettings;
-use crate::proto::{AgentCard, AgentSkill};
+use crate::proto::AgentCard;
 use crate::protojson;
 use crate::push::PushSettings;
 use crate::push::signing::PushSigner;
@@ -60,27 +60,7 @@ impl Config {
 
     /// The card fields given as flags.
     pub fn card_overrides(&self) -> Result<CardOverrides, String> {
-        let skills = self
-            .card_skills
-            .iter()
-            .map(|text| {
-                let value: serde_json::Value = serde_json::from_str(text)
-                    .map_err(|e| format!("--card-skill {text:?} is not JSON: {e}"))?;
-                protojson::decode::<AgentSkill>(&value).map_err(|e| format!("--card-skill {text:?}: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(CardOverrides {
-            name: self.card_name.clone(),
-            description: self.card_description.clone(),
-            version: self.card_version.clone(),
-            provider_organization: self.card_provider_organization.clone(),
-            provider_url: self.card_provider_url.clone(),
-            documentation_url: self.card_documentation_url.clone(),
-            icon_url: self.card_icon_url.clone(),
-            skills,
-            input_modes: self.card_input_modes.clone(),
-            output_modes: self.card_output_modes.clone(),
-        })
+        self.card_fields.overrides()
     }
 
     /// Where clients reach this server, given the addresses actually bound, and which
@@ -124,17 +104,7 @@ impl Config {
 
     /// The exec agent's settings: the command after `--` and the `--exec-*` flags.
     pub fn exec_config(&self) -> ExecConfig {
-        let (program, args) = self.command.split_first().map(|(p, a)| (p.as_str(), a)).unwrap_or(("", &[]));
-        ExecConfig {
-            input: self.exec_input,
-            stdin: self.exec_stdin,
-            control_prefix: self.exec_control_prefix.clone(),
-            timeout: (self.exec_timeout_secs > 0).then(|| Duration::from_secs(self.exec_timeout_secs)),
-            grace: Duration::from_millis(self.exec_grace_ms),
-            max_concurrency: self.exec_max_concurrency as usize,
-            max_artifact_bytes: self.exec_max_artifact_bytes,
-            ..ExecConfig::new(program, args.iter().cloned())
-        }
+        self.exec.config(&self.command)
     }
 
     /// TLS, if --tls-cert and --tls-key are given.

@@ -18,6 +18,8 @@ pub const SERVER_DOMAIN: &str = "a2a-server";
 /// card file, exporting spans): reported to the operator, never to a client.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+mod between_replicas;
+
 /// One violated field of a request, reported as `google.rpc.BadRequest.FieldViolation`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldViolation {
@@ -210,52 +212,6 @@ impl A2aError {
         Self::InvalidParams {
             message: format!("invalid {}: {}", violation.field, violation.description),
             violations: vec![violation],
-        }
-    }
-
-    /// The error as it crosses between the replicas of a fleet: its reason and the fields
-    /// that rebuild it ([`A2aError::from_parts`]). Errors a forwarded call can meet come back
-    /// whole; any other travels as its message, as INTERNAL.
-    pub fn to_parts(&self) -> (String, String, String) {
-        let (a, b) = match self {
-            Self::TaskNotFound(id) => (id.clone(), String::new()),
-            Self::TaskNotCancelable { task_id, state } => (task_id.clone(), state.clone()),
-            Self::UnsupportedOperation(text)
-            | Self::InvalidAgentResponse(text)
-            | Self::Unavailable(text)
-            | Self::Internal(text) => (text.clone(), String::new()),
-            Self::InvalidParams { message, .. } => (message.clone(), String::new()),
-            Self::SubscriberLagged { task_id, missed } => (task_id.clone(), missed.to_string()),
-            Self::TaskGenerationMismatch { task_id, expected, current } => {
-                (task_id.clone(), format!("{expected}/{current}"))
-            }
-            Self::LimitExceeded { limit, detail, .. } => (limit.clone(), detail.clone()),
-            other => return ("INTERNAL_ERROR".to_owned(), other.to_string(), String::new()),
-        };
-        (self.reason().to_owned(), a, b)
-    }
-
-    /// Rebuilds an error another replica answered with, from [`A2aError::to_parts`].
-    pub fn from_parts(reason: &str, a: String, b: String) -> Self {
-        match reason {
-            "TASK_NOT_FOUND" => Self::TaskNotFound(a),
-            "TASK_NOT_CANCELABLE" => Self::TaskNotCancelable { task_id: a, state: b },
-            "UNSUPPORTED_OPERATION" => Self::UnsupportedOperation(a),
-            "INVALID_AGENT_RESPONSE" => Self::InvalidAgentResponse(a),
-            "UNAVAILABLE" => Self::Unavailable(a),
-            "INVALID_PARAMS" => Self::InvalidParams { message: a, violations: Vec::new() },
-            "SUBSCRIBER_LAGGED" => Self::SubscriberLagged { task_id: a, missed: b.parse().unwrap_or(0) },
-            "TASK_GENERATION_MISMATCH" => {
-                let (expected, current) = b.split_once('/').unwrap_or_default();
-                Self::TaskGenerationMismatch {
-                    task_id: a,
-                    expected: expected.parse().unwrap_or(0),
-                    current: current.parse().unwrap_or(0),
-                }
-            }
-            "PAYLOAD_TOO_LARGE" => Self::limit(LimitKind::TooLarge, &a, b),
-            "QUOTA_EXCEEDED" => Self::limit(LimitKind::Quota, &a, b),
-            _ => Self::Internal(a),
         }
     }
 
