@@ -50,20 +50,22 @@
 //!   reply's and a follow-up's are kept as finished tasks are, counted apart from them (as in
 //!   memory; `TaskStore::keep_sent`),
 //!   and so does a follow-up's claim its call left unsettled (the call was dropped, or
-//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (its call dropped
-//!   between the claim and the agent's start, which only an inline webhook's registration
-//!   takes long enough to matter, or answered UNAVAILABLE) has the retention age alone: its
-//!   task, made even so, names the record in its own member.
+//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (answered UNAVAILABLE,
+//!   or its call dropped once its agent ran) has the retention age alone: its task, made even
+//!   so, names the record in its own member. Nothing is awaited between a new task's claim and
+//!   its agent's start (its parked caps are read and its inline webhook registered before the
+//!   claim: `send.rs` `Begun::admitted`), so no dropped call leaves a claim that no agent ran.
 //!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
 //! - A call dropped by its client while its new task's agent has not sent a first event for
 //!   [`STALE`] may be run again by a retry: the claim cannot tell a silent agent from a dead call.
 //! - Limits (live tasks, subscriptions) are checked before the claim, as for any call. A new
-//!   task's parked caps are read before it too (a call dropped meanwhile leaves no claim), but
-//!   refuse only a message the claim shows is no retry: a retry gets the task its first call
-//!   made, which may be what fills the caps. A call dropped while its claim is on its way
-//!   removes the claim (`Landing`).
+//!   task's parked caps are read, and its inline webhook registered, before it too (a call
+//!   dropped meanwhile leaves no claim), but refuse only a message the claim shows is no
+//!   retry: a retry gets the task its first call made, which may be what fills the caps or
+//!   the push quota (its own webhook, registered for a task it does not make, is forgotten).
+//!   A call dropped while its claim is on its way removes the claim (`Landing`).
 //! - `--dedupe-messages off` (`CoreSettings::dedupe_messages`) runs every message unrecorded.
 //! - The same id with **another** message is no retry (its fingerprint differs): it runs as a
 //!   new message, unrecorded, so a retry of *it* is not recognised. The spec only lets a server

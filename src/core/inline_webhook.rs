@@ -1,12 +1,22 @@
 //! A new task whose creating SendMessage carries a webhook: the webhook is registered before
-//! the agent runs, so it sees the task's first event, and forgotten if no task came to be.
+//! the message is claimed (so before the agent runs, and it sees the task's first event), and
+//! forgotten if no task came to be.
+//!
+//! Before the claim, because a call can go at any await (its client resets it or hits its
+//! deadline), and its claim, once landed, is removed only by the call that holds it: a call
+//! dropped while its webhook was stored (three round trips in Redis) after its claim left a
+//! claim no call would settle, for the retention age, and a retry of it waited
+//! `idempotent::STALE` for that claim to go stale. Now nothing is awaited between a new
+//! task's claim and its actor's start. A retry (the claim finds the message sent already)
+//! registers a webhook of its own first, which its drop forgets, as any unborn one.
 //!
 //! "No task came to be" includes a call that went before the actor answered: its client
 //! reset it or hit its deadline while the webhook was being stored, or while an agent that
-//! answers directly was still running. Nothing else would ever remove that config. Its task
-//! id was never handed out, and it holds a place in its principal's push quota
-//! (`--max-push-configs-per-principal`), so a client that gives up early, again and again,
-//! would lock its principal out of webhooks. [`Unborn`] forgets it as the call goes.
+//! answers directly was still running, or the claim found the message sent already. Nothing
+//! else would ever remove that config. Its task id was never handed out, and it holds a place
+//! in its principal's push quota (`--max-push-configs-per-principal`), so a client that gives
+//! up early, again and again, would lock its principal out of webhooks. [`Unborn`] forgets it
+//! as the call goes.
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -20,33 +30,59 @@ use crate::task::TaskEnv;
 use crate::task::handle::Started;
 use crate::task::spawn::StartingTask;
 
-/// Registers `config` for the task `starting` makes, then runs it and hears how it started.
-pub(super) async fn with_webhook(
-    core: &Core,
+/// A new task whose webhook is to be registered before its message is claimed, then its
+/// actor run.
+pub(super) struct InlineWebhook {
     owner: Owner,
-    mut config: TaskPushNotificationConfig,
+    /// The config, until it is registered.
+    config: Option<TaskPushNotificationConfig>,
     version: ProtocolVersion,
     starting: StartingTask,
-) -> Result<Started, A2aError> {
-    if config.id.is_empty() {
-        // Named here, so that the guard can name it too.
-        config.id = crate::proto::new_id();
+    /// Armed once registration begins.
+    unborn: Option<Unborn>,
+}
+
+impl InlineWebhook {
+    pub(super) fn new(
+        owner: Owner,
+        config: TaskPushNotificationConfig,
+        version: ProtocolVersion,
+        starting: StartingTask,
+    ) -> Self {
+        Self { owner, config: Some(config), version, starting, unborn: None }
     }
-    let mut unborn = Unborn {
-        env: core.env.clone(),
-        owner: owner.clone(),
-        task_id: config.task_id.clone(),
-        config_id: config.id.clone(),
-        reply: None,
-        armed: true,
-    };
-    // An error may come after the config landed (a reply lost); the guard forgets it then too.
-    core.register_push_config(&owner, config, version).await?;
-    let started = answered(unborn.reply.insert(starting.run().await).await);
-    unborn.reply = None;
-    unborn.forget_unless_made(Some(&started)).await;
-    unborn.armed = false;
-    started
+
+    /// Registers the webhook; from the moment it is sent, dropping `self` before the task
+    /// is known to exist forgets it (an error may come after the config landed: a reply lost).
+    pub(super) async fn register(&mut self, core: &Core) -> Result<(), A2aError> {
+        let Some(mut config) = self.config.take() else { return Ok(()) };
+        if config.id.is_empty() {
+            // Named here, so that the guard can name it too.
+            config.id = crate::proto::new_id();
+        }
+        self.unborn = Some(Unborn {
+            env: core.env.clone(),
+            owner: self.owner.clone(),
+            task_id: config.task_id.clone(),
+            config_id: config.id.clone(),
+            reply: None,
+            armed: true,
+        });
+        core.register_push_config(&self.owner, config, self.version).await.map(drop)
+    }
+
+    /// Runs the task (its webhook registered) and hears how it started.
+    pub(super) async fn started(self) -> Result<Started, A2aError> {
+        let Self { starting, unborn, .. } = self;
+        let Some(mut unborn) = unborn else {
+            return Err(A2aError::Internal("a new task's webhook was not registered before it ran".into()));
+        };
+        let started = answered(unborn.reply.insert(starting.run().await).await);
+        unborn.reply = None;
+        unborn.forget_unless_made(Some(&started)).await;
+        unborn.armed = false;
+        started
+    }
 }
 
 /// Whether the actor's answer, or else the task itself, says a task exists. An error may
@@ -117,5 +153,294 @@ impl Drop for Unborn {
             };
             unborn.forget_unless_made(started.as_ref()).await;
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::agent::{AgentExecutor, EventSink, RequestContext};
+    use crate::call::CallContext;
+    use crate::core::CoreSettings;
+    use crate::core::send::SendOutcome;
+    use crate::proto::stream_response::Payload;
+    use crate::proto::{
+        GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+        Task,
+    };
+    use crate::push::PushSettings;
+    use crate::push::ssrf::Policy;
+    use crate::task::store::{
+        MemoryStore, PushConfigLimits, PushRegistration, Retention, SentRecord, SentState, TaskPage,
+        TaskQuery, TaskStore,
+    };
+
+    /// Answers every message directly (after `delay`), or completes its task when
+    /// `makes_tasks`, noting the task id the message has.
+    #[derive(Default)]
+    struct Replier {
+        ids: Mutex<Vec<String>>,
+        delay: Duration,
+        makes_tasks: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl AgentExecutor for Replier {
+        async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
+            self.ids.lock().unwrap().push(ctx.task_id.clone());
+            tokio::time::sleep(self.delay).await;
+            let _ = if self.makes_tasks {
+                events.complete(Some("done")).await
+            } else {
+                events.reply("hello").await
+            };
+            Ok(())
+        }
+    }
+
+    fn request_with_webhook() -> SendMessageRequest {
+        let message = Message {
+            message_id: crate::proto::new_id(),
+            role: Role::User as i32,
+            parts: vec![Part {
+                content: Some(crate::proto::part::Content::Text("hi".into())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let webhook =
+            TaskPushNotificationConfig { url: "http://127.0.0.1:9/hook".into(), ..Default::default() };
+        SendMessageRequest {
+            message: Some(message),
+            configuration: Some(SendMessageConfiguration {
+                task_push_notification_config: Some(webhook),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn core_with_webhooks(agent: Arc<dyn AgentExecutor>) -> (Core, Arc<dyn TaskStore>) {
+        core_on(agent, Arc::new(MemoryStore::new(Retention::default())))
+    }
+
+    fn core_on(agent: Arc<dyn AgentExecutor>, store: Arc<dyn TaskStore>) -> (Core, Arc<dyn TaskStore>) {
+        let settings = CoreSettings {
+            push_notifications: true,
+            push: PushSettings { policy: Policy::with_allowlist(true, &[]), ..Default::default() },
+            ..Default::default()
+        };
+        (Core::new(agent, store.clone(), settings), store)
+    }
+
+    #[tokio::test]
+    async fn a_direct_reply_leaves_no_task_and_no_webhook_behind() {
+        let agent = Arc::new(Replier::default());
+        let (core, store) = core_with_webhooks(agent.clone());
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+
+        let outcome = core.send_message_shared(&call, request_with_webhook()).await.unwrap();
+        assert!(matches!(outcome, SendOutcome::Message(m) if m.task_id.is_empty()));
+        let mut stream = core.send_streaming_message(&call, request_with_webhook()).await.unwrap();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(matches!(first.response.payload, Some(Payload::Message(_))));
+        assert!(stream.next().await.is_none(), "one message, then the end");
+
+        let ids = agent.ids.lock().unwrap().clone();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(core.live_tasks(), 0, "nothing registered");
+        for id in ids {
+            assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
+            assert!(store.push_configs(&owner, &id).await.unwrap().is_empty(), "the webhook is forgotten");
+            let get = core.get_task(&call, GetTaskRequest { id: id.clone(), ..Default::default() }).await;
+            assert!(matches!(get, Err(A2aError::TaskNotFound(_))));
+        }
+        let list = core.list_tasks(&call, ListTasksRequest::default()).await.unwrap();
+        assert_eq!(list.total_size, 0);
+    }
+
+    /// A caller that gives up while the agent is still deciding how to answer leaves no webhook
+    /// behind when the answer is a direct reply: nothing else would ever forget it.
+    #[tokio::test]
+    async fn a_call_that_goes_before_a_direct_reply_leaves_no_webhook_behind() {
+        let agent = Arc::new(Replier { delay: Duration::from_secs(1), ..Default::default() });
+        let (core, store) = core_with_webhooks(agent.clone());
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+
+        let sent = core.send_message_shared(&call, request_with_webhook());
+        let given_up = tokio::time::timeout(Duration::from_millis(50), sent).await;
+        assert!(given_up.is_err(), "the caller went first");
+        let id = agent.ids.lock().unwrap()[0].clone();
+        assert_eq!(
+            store.push_configs(&owner, &id).await.unwrap().len(),
+            1,
+            "registered before the agent ran"
+        );
+        for _ in 0..200 {
+            if store.push_configs(&owner, &id).await.unwrap().is_empty() {
+                assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the webhook of a task that never existed is still registered after 4 s");
+    }
+
+    /// A memory store whose webhook registrations take [`Self::DELAY`] (as three round trips to
+    /// a slow Redis might), noting the tasks they are for.
+    struct SlowWebhooks {
+        inner: MemoryStore,
+        tasks: Mutex<Vec<String>>,
+    }
+
+    impl SlowWebhooks {
+        const DELAY: Duration = Duration::from_millis(300);
+    }
+
+    #[async_trait::async_trait]
+    impl TaskStore for SlowWebhooks {
+        async fn save(&self, owner: &Owner, task: Arc<Task>) -> Result<(), A2aError> {
+            self.inner.save(owner, task).await
+        }
+        async fn get(&self, owner: &Owner, task_id: &str) -> Result<Option<Arc<Task>>, A2aError> {
+            self.inner.get(owner, task_id).await
+        }
+        async fn list(&self, owner: &Owner, query: &TaskQuery) -> Result<TaskPage, A2aError> {
+            self.inner.list(owner, query).await
+        }
+        async fn put_push_config(
+            &self,
+            owner: &Owner,
+            registration: &PushRegistration,
+            limits: PushConfigLimits,
+        ) -> Result<(), A2aError> {
+            self.tasks.lock().unwrap().push(registration.config.task_id.clone());
+            tokio::time::sleep(Self::DELAY).await;
+            self.inner.put_push_config(owner, registration, limits).await
+        }
+        async fn push_configs(
+            &self,
+            owner: &Owner,
+            task_id: &str,
+        ) -> Result<Vec<PushRegistration>, A2aError> {
+            self.inner.push_configs(owner, task_id).await
+        }
+        async fn delete_push_config(&self, owner: &Owner, task_id: &str, id: &str) -> Result<(), A2aError> {
+            self.inner.delete_push_config(owner, task_id, id).await
+        }
+        async fn claim_sent(
+            &self,
+            owner: &Owner,
+            message_id: &str,
+            record: &SentRecord,
+        ) -> Result<Option<SentRecord>, A2aError> {
+            self.inner.claim_sent(owner, message_id, record).await
+        }
+        async fn swap_sent(
+            &self,
+            owner: &Owner,
+            message_id: &str,
+            old: &SentRecord,
+            new: Option<&SentRecord>,
+        ) -> Result<bool, A2aError> {
+            self.inner.swap_sent(owner, message_id, old, new).await
+        }
+    }
+
+    /// A core whose agent completes each task, on a store whose webhooks are slow to store.
+    struct Slow {
+        agent: Arc<Replier>,
+        slow: Arc<SlowWebhooks>,
+        core: Core,
+        store: Arc<dyn TaskStore>,
+    }
+
+    impl Slow {
+        fn new() -> Self {
+            let agent = Arc::new(Replier { makes_tasks: true, ..Default::default() });
+            let slow = Arc::new(SlowWebhooks {
+                inner: MemoryStore::new(Retention::default()),
+                tasks: Mutex::default(),
+            });
+            let (core, store) = core_on(agent.clone(), slow.clone());
+            Self { agent, slow, core, store }
+        }
+    }
+
+    /// Waits until `store` holds no webhook of `task_id` (the guard forgets it in a task of its
+    /// own).
+    async fn forgotten(store: &dyn TaskStore, owner: &Owner, task_id: &str) {
+        for _ in 0..200 {
+            if store.push_configs(owner, task_id).await.unwrap().is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the webhook of task {task_id}, which never existed, is still registered after 4 s");
+    }
+
+    /// A call whose client goes while its new task's webhook is being stored leaves no claim on
+    /// its message (a retry of it ran only after waiting for such a claim to go stale, and in
+    /// Redis the claim stayed the retention age) and no webhook, and its agent never ran.
+    #[tokio::test]
+    async fn a_call_that_goes_while_its_webhook_is_stored_leaves_no_claim_behind() {
+        let Slow { agent, slow, core, store } = Slow::new();
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+        let request = request_with_webhook();
+        let message_id = request.message.as_ref().unwrap().message_id.clone();
+
+        let sent = core.send_message_shared(&call, request.clone());
+        let given_up = tokio::time::timeout(SlowWebhooks::DELAY / 3, sent).await;
+        assert!(given_up.is_err(), "the caller went first");
+        let task_id = slow.tasks.lock().unwrap()[0].clone();
+        forgotten(&*store, &owner, &task_id).await;
+        assert!(agent.ids.lock().unwrap().is_empty(), "the agent never ran");
+        assert!(store.get(&owner, &task_id).await.unwrap().is_none(), "nothing stored");
+        let probe = SentRecord {
+            fingerprint: [0; 32],
+            state: SentState::Claimed { task_id: "probe".into(), claim: "probe".into(), alive_ms: 0 },
+        };
+        let left = store.claim_sent(&owner, &message_id, &probe).await.unwrap();
+        assert!(left.is_none(), "the call left a claim on its message: {left:?}");
+        assert!(store.swap_sent(&owner, &message_id, &probe, None).await.unwrap());
+
+        // Its retry runs at once, as a first call.
+        let retried = tokio::time::timeout(Duration::from_secs(3), core.send_message_shared(&call, request));
+        let outcome = retried.await.expect("the retry waited for a claim to go stale").unwrap();
+        assert!(matches!(outcome, SendOutcome::Task(_)));
+        assert_eq!(agent.ids.lock().unwrap().len(), 1);
+    }
+
+    /// A retry of a call whose task exists gets that task back, and the webhook it registered
+    /// before its claim found the first call (for a task id that never comes to be) is
+    /// forgotten; the first call's webhook stays.
+    #[tokio::test]
+    async fn a_retry_forgets_the_webhook_it_registered_for_a_task_it_does_not_make() {
+        let Slow { agent, slow, core, store } = Slow::new();
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+        let request = request_with_webhook();
+
+        let first = core.send_message_shared(&call, request.clone()).await.unwrap();
+        let SendOutcome::Task(first) = first else { panic!("a task, not a message") };
+        let first_id = first.into_parts().0.id.clone();
+        let retry = core.send_message_shared(&call, request).await.unwrap();
+        let SendOutcome::Task(retry) = retry else { panic!("a task, not a message") };
+        assert_eq!(retry.into_parts().0.id, first_id, "the retry gets the first call's task");
+        assert_eq!(agent.ids.lock().unwrap().len(), 1, "the agent ran once");
+
+        let tasks = slow.tasks.lock().unwrap().clone();
+        assert_eq!(tasks.len(), 2, "each call registered its webhook before its claim");
+        assert_eq!(tasks[0], first_id);
+        forgotten(&*store, &owner, &tasks[1]).await;
+        assert_eq!(store.push_configs(&owner, &first_id).await.unwrap().len(), 1, "the first call's stays");
     }
 }

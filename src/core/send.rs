@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::fingerprint::fingerprint;
 use super::idempotent::{self, Claimed, Earlier, Sent};
-use super::inline_webhook::with_webhook;
+use super::inline_webhook::InlineWebhook;
 use super::stream::{Ends, turn_stream};
 use super::{Core, EventStream, state_name, validate};
 use crate::agent::RequestContext;
@@ -82,10 +82,9 @@ impl Core {
         let answer = if return_immediately { Answer::Follow } else { Answer::Settle };
         let begun = self.admit(call).and_then(|()| begin(self, call, request, answer, false));
         async move {
-            let (begun, _, sent) = begun?;
+            let (mut begun, _, sent) = begun?;
             let owner = sent.owner.clone();
-            let new_task = sent.new_task;
-            let admitted = admit_new(self, new_task, &owner).await;
+            let admitted = begun.admitted(self, sent.new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
                 Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
@@ -119,10 +118,9 @@ impl Core {
             .and_then(|()| self.require_streaming())
             .and_then(|()| begin(self, call, request, Answer::Follow, true));
         async move {
-            let (begun, slot, sent) = begun?;
+            let (mut begun, slot, sent) = begun?;
             let owner = sent.owner.clone();
-            let new_task = sent.new_task;
-            let admitted = admit_new(self, new_task, &owner).await;
+            let admitted = begun.admitted(self, sent.new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
                 Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
@@ -189,33 +187,43 @@ fn generation(task: &Task) -> u64 {
 enum Begun<'a> {
     /// A new task's actor, not yet run: the common path, held inline.
     Start(StartingTask),
-    /// A follow-up, or a new task whose inline webhook is registered first: boxed, so that
-    /// their state does not enlarge every SendMessage's future.
+    /// A new task whose inline webhook is registered first: boxed, so that its state does
+    /// not enlarge every SendMessage's future.
+    Webhook(Box<InlineWebhook>),
+    /// A follow-up: boxed, as a webhook's.
     Boxed(BoxFuture<'a, Result<Started, A2aError>>),
 }
 
 impl Begun<'_> {
+    /// What stands between a new task and its start, done before its message is claimed, so
+    /// that a call dropped meanwhile leaves no claim behind (only the call that holds a claim
+    /// settles it): the parked caps are read (`task/parked.rs`: the task may come to wait for
+    /// input too), then its inline webhook is registered. A refusal of either is only held
+    /// here (see [`started_if`]). A follow-up goes to a task that exists, and registers its
+    /// webhook once the claim is its own.
+    async fn admitted(&mut self, core: &Core, new_task: bool, owner: &Owner) -> Result<(), A2aError> {
+        if new_task {
+            core.parked_caps().admit(&*core.env.parked, &owner.principal).await?;
+        }
+        match self {
+            Self::Webhook(webhook) => webhook.register(core).await,
+            Self::Start(_) | Self::Boxed(_) => Ok(()),
+        }
+    }
+
     async fn started(self) -> Result<Started, A2aError> {
         match self {
             Self::Start(starting) => started(starting).await,
+            Self::Webhook(webhook) => webhook.started().await,
             Self::Boxed(started) => started.await,
         }
     }
 }
 
-/// A new task's parked caps (`task/parked.rs`: it may come to wait for input too), read
-/// before its message is claimed, so that a call dropped while the fleet's count is read
-/// leaves no claim behind. A follow-up goes to a task that exists.
-async fn admit_new(core: &Core, new_task: bool, owner: &Owner) -> Result<(), A2aError> {
-    if new_task {
-        core.parked_caps().admit(&*core.env.parked, &owner.principal).await?;
-    }
-    Ok(())
-}
-
-/// How the message started, if the caps let it: a refusal counts only once the claim showed
-/// the message is not a retry of one that ran (whose task may be what fills the caps: its
-/// retry gets it back), and the claim then goes as any refused call's does.
+/// How the message started, if the caps (and its webhook's registration) let it: a refusal
+/// counts only once the claim showed the message is not a retry of one that ran (whose task,
+/// or webhook, may be what fills the caps or the push quota: its retry gets it back), and the
+/// claim then goes as any refused call's does.
 async fn started_if(admitted: Result<(), A2aError>, begun: Begun<'_>) -> Result<Started, A2aError> {
     admitted?;
     begun.started().await
@@ -325,7 +333,7 @@ fn begin<'a>(
         Some(config) => {
             // Not run yet: the webhook is registered first.
             let starting = start_task(core.env.clone(), owner.clone(), ctx, answer, reservation);
-            Begun::Boxed(Box::pin(with_webhook(core, owner, config, call.protocol, starting)))
+            Begun::Webhook(Box::new(InlineWebhook::new(owner, config, call.protocol, starting)))
         }
     };
     Ok((begun, slot, sent))
@@ -361,123 +369,5 @@ async fn continue_task(
             "task {task_id} is in terminal state {} and accepts no more messages",
             state_name(&task)
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use super::*;
-    use crate::agent::{AgentExecutor, EventSink};
-    use crate::core::CoreSettings;
-    use crate::proto::{GetTaskRequest, ListTasksRequest, Part, Role, SendMessageConfiguration};
-    use crate::push::PushSettings;
-    use crate::push::ssrf::Policy;
-    use crate::task::store::{MemoryStore, Retention, TaskStore};
-
-    /// Answers every message directly (after `delay`), noting the task id the message would
-    /// have had.
-    #[derive(Default)]
-    struct Replier {
-        ids: Mutex<Vec<String>>,
-        delay: std::time::Duration,
-    }
-
-    #[async_trait::async_trait]
-    impl AgentExecutor for Replier {
-        async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
-            self.ids.lock().unwrap().push(ctx.task_id.clone());
-            tokio::time::sleep(self.delay).await;
-            let _ = events.reply("hello").await;
-            Ok(())
-        }
-    }
-
-    fn request_with_webhook() -> SendMessageRequest {
-        let message = Message {
-            message_id: crate::proto::new_id(),
-            role: Role::User as i32,
-            parts: vec![Part {
-                content: Some(crate::proto::part::Content::Text("hi".into())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let webhook =
-            TaskPushNotificationConfig { url: "http://127.0.0.1:9/hook".into(), ..Default::default() };
-        SendMessageRequest {
-            message: Some(message),
-            configuration: Some(SendMessageConfiguration {
-                task_push_notification_config: Some(webhook),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn core_with_webhooks(agent: Arc<dyn AgentExecutor>) -> (Core, Arc<dyn TaskStore>) {
-        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new(Retention::default()));
-        let settings = CoreSettings {
-            push_notifications: true,
-            push: PushSettings { policy: Policy::with_allowlist(true, &[]), ..Default::default() },
-            ..Default::default()
-        };
-        (Core::new(agent, store.clone(), settings), store)
-    }
-
-    #[tokio::test]
-    async fn a_direct_reply_leaves_no_task_and_no_webhook_behind() {
-        let agent = Arc::new(Replier::default());
-        let (core, store) = core_with_webhooks(agent.clone());
-        let call = CallContext::default();
-        let owner = call.owner("").unwrap();
-
-        let outcome = core.send_message_shared(&call, request_with_webhook()).await.unwrap();
-        assert!(matches!(outcome, SendOutcome::Message(m) if m.task_id.is_empty()));
-        let mut stream = core.send_streaming_message(&call, request_with_webhook()).await.unwrap();
-        let first = stream.next().await.unwrap().unwrap();
-        assert!(matches!(first.response.payload, Some(Payload::Message(_))));
-        assert!(stream.next().await.is_none(), "one message, then the end");
-
-        let ids = agent.ids.lock().unwrap().clone();
-        assert_eq!(ids.len(), 2);
-        assert_eq!(core.live_tasks(), 0, "nothing registered");
-        for id in ids {
-            assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
-            assert!(store.push_configs(&owner, &id).await.unwrap().is_empty(), "the webhook is forgotten");
-            let get = core.get_task(&call, GetTaskRequest { id: id.clone(), ..Default::default() }).await;
-            assert!(matches!(get, Err(A2aError::TaskNotFound(_))));
-        }
-        let list = core.list_tasks(&call, ListTasksRequest::default()).await.unwrap();
-        assert_eq!(list.total_size, 0);
-    }
-
-    /// A caller that gives up while the agent is still deciding how to answer leaves no webhook
-    /// behind when the answer is a direct reply: nothing else would ever forget it.
-    #[tokio::test]
-    async fn a_call_that_goes_before_a_direct_reply_leaves_no_webhook_behind() {
-        let agent = Arc::new(Replier { delay: std::time::Duration::from_secs(1), ..Default::default() });
-        let (core, store) = core_with_webhooks(agent.clone());
-        let call = CallContext::default();
-        let owner = call.owner("").unwrap();
-
-        let sent = core.send_message_shared(&call, request_with_webhook());
-        let given_up = tokio::time::timeout(std::time::Duration::from_millis(50), sent).await;
-        assert!(given_up.is_err(), "the caller went first");
-        let id = agent.ids.lock().unwrap()[0].clone();
-        assert_eq!(
-            store.push_configs(&owner, &id).await.unwrap().len(),
-            1,
-            "registered before the agent ran"
-        );
-        for _ in 0..200 {
-            if store.push_configs(&owner, &id).await.unwrap().is_empty() {
-                assert!(store.get(&owner, &id).await.unwrap().is_none(), "nothing stored");
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        panic!("the webhook of a task that never existed is still registered after 4 s");
     }
 }
