@@ -8,7 +8,8 @@
 mod common;
 
 use a2a_server::proto::send_message_response::Payload as Reply;
-use a2a_server::proto::{ListTasksRequest, Message, SendMessageRequest, Task, TaskState};
+use a2a_server::proto::{GetTaskRequest, ListTasksRequest, Message, SendMessageRequest, Task, TaskState};
+use a2a_server::task::store::{SentRecord, SentState};
 use common::fleet::{Fleet, eventually, within};
 use common::redis::{RedisCluster, RedisServer};
 use common::*;
@@ -175,19 +176,25 @@ async fn records_come_down_to(redis: &RedisServer, fleet: &Fleet, most: usize) -
     records().await
 }
 
-/// SendMessage claims in `redis` with an expiry left: claims no call settled (one its call
-/// settled is kept without expiry, retention bounding it with its task).
+/// SendMessage claims in `redis` no call settled: with an expiry left (one its call settled is
+/// kept without expiry, retention bounding it with its task), and naming a task that does not
+/// exist (a task's first write retried through the `WRITE` script keeps its record's expiry).
 async fn abandoned_claims(redis: &RedisServer, fleet: &Fleet) -> usize {
     let client = ::redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut grpc = fleet[A].client().await;
     let pattern = format!("{}:*sent:*", fleet.prefix);
     let keys: Vec<String> = ::redis::cmd("KEYS").arg(pattern).query_async(&mut conn).await.unwrap();
-    let mut expiring = 0;
+    let mut abandoned = 0;
     for key in keys {
-        let ttl: i64 = ::redis::cmd("PTTL").arg(key).query_async(&mut conn).await.unwrap();
-        expiring += usize::from(ttl > 0);
+        let ttl: i64 = ::redis::cmd("PTTL").arg(&key).query_async(&mut conn).await.unwrap();
+        let record: Option<Vec<u8>> = ::redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+        let (true, Some(record)) = (ttl > 0, record) else { continue };
+        let SentState::Claimed { task_id, .. } = SentRecord::decode(&record).unwrap().state else { continue };
+        let found = grpc.get_task(GetTaskRequest { id: task_id, ..Default::default() }).await;
+        abandoned += usize::from(found.is_err_and(|status| status.code() == tonic::Code::NotFound));
     }
-    expiring
+    abandoned
 }
 
 /// Waits (up to 15 s) until no call's claim is left abandoned: removed at once, or 6 s later
@@ -242,5 +249,7 @@ async fn a_claim_that_lands_after_its_call_went_is_removed() {
     });
     let given_up = futures::future::join_all(calls).await.into_iter().filter(|gone| *gone).count();
     assert_eq!(given_up, 8, "every call went while Redis held its claim");
+    // Once the pause is over, and the claims have landed.
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
     no_claim_left_behind(&redis, &fleet).await;
 }
