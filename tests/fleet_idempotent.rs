@@ -191,8 +191,11 @@ async fn abandoned_claims(redis: &RedisServer, fleet: &Fleet) -> usize {
         let record: Option<Vec<u8>> = ::redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
         let (true, Some(record)) = (ttl > 0, record) else { continue };
         let SentState::Claimed { task_id, .. } = SentRecord::decode(&record).unwrap().state else { continue };
-        let found = grpc.get_task(GetTaskRequest { id: task_id, ..Default::default() }).await;
-        abandoned += usize::from(found.is_err_and(|status| status.code() == tonic::Code::NotFound));
+        match grpc.get_task(GetTaskRequest { id: task_id, ..Default::default() }).await {
+            Ok(_) => {}
+            Err(status) if status.code() == tonic::Code::NotFound => abandoned += 1,
+            Err(status) => panic!("GetTask of a claim's task failed: {status}"),
+        }
     }
     abandoned
 }

@@ -29,7 +29,9 @@
 //! A call refused (an agent that fails before its first event, a follow-up its task refused)
 //! removes its claim, so a retry runs anew. One answered UNAVAILABLE keeps it: its message may
 //! be in its task (in a fleet, a caller answered so because the store kept refusing the task's
-//! write), and its retry then finds the task; if not, the claim goes stale. A reply whose
+//! write), and its retry then finds the task; if not, the claim goes stale. A refusal before
+//! anything ran (a new task's parked caps, or its inline webhook's registration, read and
+//! stored before the claim) removes the claim whatever it is, an UNAVAILABLE too. A reply whose
 //! record cannot be written is answered anyway (the caller has it; only a retry of it would run
 //! again), with a warning.
 //!
@@ -50,11 +52,12 @@
 //!   reply's and a follow-up's are kept as finished tasks are, counted apart from them (as in
 //!   memory; `TaskStore::keep_sent`),
 //!   and so does a follow-up's claim its call left unsettled (the call was dropped, or
-//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (answered UNAVAILABLE,
-//!   or its call dropped once its agent ran) has the retention age alone: its task, made even
-//!   so, names the record in its own member. Nothing is awaited between a new task's claim and
-//!   its agent's start (its parked caps are read and its inline webhook registered before the
-//!   claim: `send.rs` `Begun::admitted`), so no dropped call leaves a claim that no agent ran.
+//!   answered UNAVAILABLE: `Unsettled`). A new task's unsettled claim (its call answered
+//!   UNAVAILABLE, or dropped, once its agent ran) has the retention age alone: its task, made
+//!   even so, names the record in its own member. Nothing is awaited between a new task's
+//!   claim and its agent's start (its parked caps are read and its inline webhook registered
+//!   before the claim: `send.rs` `Begun::admitted`), so no dropped call leaves a claim that no
+//!   agent ran, and a refusal there removes the claim (`Claim::refuse`).
 //!   A retry after that, or after its task left retention, runs anew.
 //! - The configuration is not fingerprinted: a retry with another `historyLength`,
 //!   `returnImmediately` or webhook gets the first call's outcome shaped by its own request.
@@ -281,6 +284,19 @@ impl Claim {
     }
 }
 
+impl Claim {
+    /// Removes the claim of a message refused before anything ran (`send.rs` `run_claimed`),
+    /// whatever the refusal, an UNAVAILABLE too: no task can hold the message, so a kept claim
+    /// would only hold a retry up for [`STALE`] and stay the retention age. As a call dropped
+    /// while its claim is on its way does ([`Landing`]). Returns `error`.
+    pub(super) fn refuse(self, core: &Core, error: A2aError) -> A2aError {
+        if let Some(record) = &self.record {
+            drop(Landing { env: &core.env, sent: &self.sent, mine: record, armed: true });
+        }
+        error
+    }
+}
+
 /// A follow-up's claim whose call was dropped before it settled the claim (its client reset
 /// the call or hit its deadline while the turn ran): the claim stays, as for an UNAVAILABLE
 /// answer, for a retry to find, but nothing would note it for retention, so in Redis only the
@@ -326,7 +342,8 @@ impl Drop for Unsettled {
 /// such a claim is removed if it is still this call's: at once, and once more after [`STALE`]
 /// for one still on its way (by then it has gone out or failed; and a retry takes a stale claim
 /// over anyway). Otherwise it stayed the retention age, and a retry of the call waited
-/// [`STALE`] for it. Borrowed, so an answered claim copies nothing.
+/// [`STALE`] for it. Borrowed, so an answered claim copies nothing. A claim refused before
+/// its agent ran goes the same way ([`Claim::refuse`]).
 struct Landing<'a> {
     env: &'a Arc<crate::task::TaskEnv>,
     sent: &'a Sent,

@@ -65,7 +65,7 @@ impl InlineWebhook {
             owner: self.owner.clone(),
             task_id: config.task_id.clone(),
             config_id: config.id.clone(),
-            reply: None,
+            actor: None,
             armed: true,
         });
         core.register_push_config(&self.owner, config, self.version).await.map(drop)
@@ -77,27 +77,33 @@ impl InlineWebhook {
         let Some(mut unborn) = unborn else {
             return Err(A2aError::Internal("a new task's webhook was not registered before it ran".into()));
         };
-        let started = answered(unborn.reply.insert(starting.run().await).await);
-        unborn.reply = None;
-        unborn.forget_unless_made(Some(&started)).await;
+        let Actor::Answering(reply) = unborn.actor.insert(Actor::Answering(starting.run().await)) else {
+            unreachable!("the actor was just put in")
+        };
+        let started = answered(reply.await);
+        unborn.actor = Some(Actor::Answered);
+        unborn.forget_unless_made(Heard::Answer(&started)).await;
         unborn.armed = false;
         started
     }
 }
 
-/// Whether the actor's answer, or else the task itself, says a task exists. An error may
-/// answer a task that lives on (its writes refused for a while, or taken over by another
-/// replica), so only a task found nowhere counts as none; one that cannot be looked up now
-/// counts as there (its webhook stays, bounded as the task is).
-async fn task_exists(unborn: &Unborn, started: &Result<Started, A2aError>) -> bool {
-    match started {
-        Ok(Started::Turn(_) | Started::Settled(_)) => return true,
-        // A direct reply: the actor never made a task, nor will.
-        Ok(Started::Message(_)) => return false,
-        Err(_) => {}
-    }
-    let found = crate::task::registry::current_task(&unborn.env, &unborn.owner, &unborn.task_id).await;
-    !matches!(found, Err(A2aError::TaskNotFound(_)))
+/// Where the actor of a task whose webhook is registered is.
+enum Actor {
+    /// Running: its answer is to come.
+    Answering(oneshot::Receiver<Result<Started, A2aError>>),
+    /// It answered, and the answer was heard: only the task itself can tell now.
+    Answered,
+}
+
+/// What is known of whether a task came to be.
+enum Heard<'a> {
+    /// The actor never ran: no task can exist.
+    NotRun,
+    /// The actor's answer.
+    Answer(&'a Result<Started, A2aError>),
+    /// Nothing: the task is looked up.
+    Nothing,
 }
 
 /// The webhook of a task not known to exist yet; dropped armed (its call went first), it is
@@ -107,26 +113,37 @@ struct Unborn {
     owner: Owner,
     task_id: String,
     config_id: String,
-    /// The actor's answer to come, once it runs.
-    reply: Option<oneshot::Receiver<Result<Started, A2aError>>>,
+    /// `None` until the actor runs.
+    actor: Option<Actor>,
     armed: bool,
 }
 
 impl Unborn {
-    /// Forgets the webhook unless a task came to be, as the actor's answer (`None`: the agent
-    /// never ran) or else the task itself says.
-    async fn forget_unless_made(&self, started: Option<&Result<Started, A2aError>>) {
-        let made = match started {
-            Some(started) => task_exists(self, started).await,
-            None => false,
-        };
-        if made {
+    /// Forgets the webhook unless a task came to be.
+    async fn forget_unless_made(&self, heard: Heard<'_>) {
+        if self.task_exists(heard).await {
             return;
         }
         let forgotten = self.env.store.delete_push_config(&self.owner, &self.task_id, &self.config_id).await;
         if let Err(error) = forgotten {
             tracing::warn!(%error, "forgetting the push config of a task that never existed failed");
         }
+    }
+
+    /// Whether what was heard, or else the task itself, says a task exists. An error may
+    /// answer a task that lives on (its writes refused for a while, or taken over by another
+    /// replica), so only a task found nowhere counts as none; one that cannot be looked up now
+    /// counts as there (its webhook stays, bounded as the task is).
+    async fn task_exists(&self, heard: Heard<'_>) -> bool {
+        match heard {
+            Heard::NotRun => return false,
+            Heard::Answer(Ok(Started::Turn(_) | Started::Settled(_))) => return true,
+            // A direct reply: the actor never made a task, nor will.
+            Heard::Answer(Ok(Started::Message(_))) => return false,
+            Heard::Answer(Err(_)) | Heard::Nothing => {}
+        }
+        let found = crate::task::registry::current_task(&self.env, &self.owner, &self.task_id).await;
+        !matches!(found, Err(A2aError::TaskNotFound(_)))
     }
 }
 
@@ -136,22 +153,26 @@ impl Drop for Unborn {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let reply = self.reply.take();
+        let actor = self.actor.take();
         let unborn = Unborn {
             env: self.env.clone(),
             owner: self.owner.clone(),
             task_id: std::mem::take(&mut self.task_id),
             config_id: std::mem::take(&mut self.config_id),
-            reply: None,
+            actor: None,
             armed: false,
         };
         drop(runtime.spawn(async move {
-            // The actor's answer first, if it runs: only then does it know.
-            let started = match reply {
-                Some(reply) => Some(answered(reply.await)),
-                None => None,
-            };
-            unborn.forget_unless_made(started.as_ref()).await;
+            match actor {
+                None => unborn.forget_unless_made(Heard::NotRun).await,
+                // The actor's answer first: only then does it know.
+                Some(Actor::Answering(reply)) => {
+                    let started = answered(reply.await);
+                    unborn.forget_unless_made(Heard::Answer(&started)).await;
+                }
+                // Dropped while the answer was acted on (a task looked up, a webhook forgotten).
+                Some(Actor::Answered) => unborn.forget_unless_made(Heard::Nothing).await,
+            }
         }));
     }
 }
@@ -159,6 +180,7 @@ impl Drop for Unborn {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     use futures::StreamExt;
@@ -168,6 +190,7 @@ mod tests {
     use crate::call::CallContext;
     use crate::core::CoreSettings;
     use crate::core::send::SendOutcome;
+    use crate::proto::TaskState;
     use crate::proto::stream_response::Payload;
     use crate::proto::{
         GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
@@ -175,13 +198,14 @@ mod tests {
     };
     use crate::push::PushSettings;
     use crate::push::ssrf::Policy;
+    use crate::task::state_of;
     use crate::task::store::{
         MemoryStore, PushConfigLimits, PushRegistration, Retention, SentRecord, SentState, TaskPage,
         TaskQuery, TaskStore,
     };
 
-    /// Answers every message directly (after `delay`), or completes its task when
-    /// `makes_tasks`, noting the task id the message has.
+    /// Answers every message directly (after `delay`), or, when `makes_tasks`, works on its
+    /// task (a first event) and completes it after `delay`; notes the task id the message has.
     #[derive(Default)]
     struct Replier {
         ids: Mutex<Vec<String>>,
@@ -193,12 +217,14 @@ mod tests {
     impl AgentExecutor for Replier {
         async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), A2aError> {
             self.ids.lock().unwrap().push(ctx.task_id.clone());
+            if !self.makes_tasks {
+                tokio::time::sleep(self.delay).await;
+                let _ = events.reply("hello").await;
+                return Ok(());
+            }
+            let _ = events.working(None).await;
             tokio::time::sleep(self.delay).await;
-            let _ = if self.makes_tasks {
-                events.complete(Some("done")).await
-            } else {
-                events.reply("hello").await
-            };
+            let _ = events.complete(Some("done")).await;
             Ok(())
         }
     }
@@ -294,10 +320,14 @@ mod tests {
     }
 
     /// A memory store whose webhook registrations take [`Self::DELAY`] (as three round trips to
-    /// a slow Redis might), noting the tasks they are for.
+    /// a slow Redis might), noting the tasks they are for; with `lose_replies`, each is stored
+    /// and answered UNAVAILABLE (its reply lost).
     struct SlowWebhooks {
         inner: MemoryStore,
         tasks: Mutex<Vec<String>>,
+        lose_replies: AtomicBool,
+        /// The tasks whose webhook was deleted, in order, and what the test notes among them.
+        log: Mutex<Vec<String>>,
     }
 
     impl SlowWebhooks {
@@ -323,7 +353,11 @@ mod tests {
         ) -> Result<(), A2aError> {
             self.tasks.lock().unwrap().push(registration.config.task_id.clone());
             tokio::time::sleep(Self::DELAY).await;
-            self.inner.put_push_config(owner, registration, limits).await
+            self.inner.put_push_config(owner, registration, limits).await?;
+            if self.lose_replies.load(Ordering::Relaxed) {
+                return Err(A2aError::Unavailable("the store's reply was lost".into()));
+            }
+            Ok(())
         }
         async fn push_configs(
             &self,
@@ -333,7 +367,9 @@ mod tests {
             self.inner.push_configs(owner, task_id).await
         }
         async fn delete_push_config(&self, owner: &Owner, task_id: &str, id: &str) -> Result<(), A2aError> {
-            self.inner.delete_push_config(owner, task_id, id).await
+            self.inner.delete_push_config(owner, task_id, id).await?;
+            self.log.lock().unwrap().push(task_id.to_owned());
+            Ok(())
         }
         async fn claim_sent(
             &self,
@@ -363,11 +399,14 @@ mod tests {
     }
 
     impl Slow {
-        fn new() -> Self {
-            let agent = Arc::new(Replier { makes_tasks: true, ..Default::default() });
+        /// The agent completes each task after `delay`.
+        fn new(delay: Duration) -> Self {
+            let agent = Arc::new(Replier { makes_tasks: true, delay, ..Default::default() });
             let slow = Arc::new(SlowWebhooks {
                 inner: MemoryStore::new(Retention::default()),
                 tasks: Mutex::default(),
+                lose_replies: AtomicBool::new(false),
+                log: Mutex::default(),
             });
             let (core, store) = core_on(agent.clone(), slow.clone());
             Self { agent, slow, core, store }
@@ -386,12 +425,31 @@ mod tests {
         panic!("the webhook of task {task_id}, which never existed, is still registered after 4 s");
     }
 
+    /// Waits until no claim is left on `owner`'s `message_id` (a refused call's goes in a task of
+    /// its own).
+    async fn no_claim_on(store: &dyn TaskStore, owner: &Owner, message_id: &str) {
+        let probe = SentRecord {
+            fingerprint: [0; 32],
+            state: SentState::Claimed { task_id: "probe".into(), claim: "probe".into(), alive_ms: 0 },
+        };
+        let mut left = None;
+        for _ in 0..200 {
+            left = store.claim_sent(owner, message_id, &probe).await.unwrap();
+            if left.is_none() {
+                assert!(store.swap_sent(owner, message_id, &probe, None).await.unwrap());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("a claim is left on message {message_id} after 4 s: {left:?}");
+    }
+
     /// A call whose client goes while its new task's webhook is being stored leaves no claim on
     /// its message (a retry of it ran only after waiting for such a claim to go stale, and in
     /// Redis the claim stayed the retention age) and no webhook, and its agent never ran.
     #[tokio::test]
     async fn a_call_that_goes_while_its_webhook_is_stored_leaves_no_claim_behind() {
-        let Slow { agent, slow, core, store } = Slow::new();
+        let Slow { agent, slow, core, store } = Slow::new(Duration::ZERO);
         let call = CallContext::default();
         let owner = call.owner("").unwrap();
         let request = request_with_webhook();
@@ -404,13 +462,7 @@ mod tests {
         forgotten(&*store, &owner, &task_id).await;
         assert!(agent.ids.lock().unwrap().is_empty(), "the agent never ran");
         assert!(store.get(&owner, &task_id).await.unwrap().is_none(), "nothing stored");
-        let probe = SentRecord {
-            fingerprint: [0; 32],
-            state: SentState::Claimed { task_id: "probe".into(), claim: "probe".into(), alive_ms: 0 },
-        };
-        let left = store.claim_sent(&owner, &message_id, &probe).await.unwrap();
-        assert!(left.is_none(), "the call left a claim on its message: {left:?}");
-        assert!(store.swap_sent(&owner, &message_id, &probe, None).await.unwrap());
+        no_claim_on(&*store, &owner, &message_id).await;
 
         // Its retry runs at once, as a first call.
         let retried = tokio::time::timeout(Duration::from_secs(3), core.send_message_shared(&call, request));
@@ -419,28 +471,101 @@ mod tests {
         assert_eq!(agent.ids.lock().unwrap().len(), 1);
     }
 
-    /// A retry of a call whose task exists gets that task back, and the webhook it registered
-    /// before its claim found the first call (for a task id that never comes to be) is
-    /// forgotten; the first call's webhook stays.
+    /// A first call whose webhook the store refuses UNAVAILABLE (after the config landed: its
+    /// reply lost) is answered so, and leaves neither its webhook nor a claim: nothing ran, so
+    /// its retry runs at once (a kept claim held it up 6 s, and stayed an hour in Redis).
     #[tokio::test]
-    async fn a_retry_forgets_the_webhook_it_registered_for_a_task_it_does_not_make() {
-        let Slow { agent, slow, core, store } = Slow::new();
+    async fn a_webhook_refused_unavailable_leaves_no_claim_and_no_webhook() {
+        let Slow { agent, slow, core, store } = Slow::new(Duration::ZERO);
         let call = CallContext::default();
         let owner = call.owner("").unwrap();
         let request = request_with_webhook();
+        let message_id = request.message.as_ref().unwrap().message_id.clone();
 
-        let first = core.send_message_shared(&call, request.clone()).await.unwrap();
+        slow.lose_replies.store(true, Ordering::Relaxed);
+        let refused = core.send_message_shared(&call, request.clone()).await;
+        assert!(matches!(refused, Err(A2aError::Unavailable(_))), "{:?}", refused.err());
+        let task_id = slow.tasks.lock().unwrap()[0].clone();
+        forgotten(&*store, &owner, &task_id).await;
+        no_claim_on(&*store, &owner, &message_id).await;
+        assert!(agent.ids.lock().unwrap().is_empty(), "the agent never ran");
+
+        slow.lose_replies.store(false, Ordering::Relaxed);
+        let retried = tokio::time::timeout(Duration::from_secs(3), core.send_message_shared(&call, request));
+        let outcome = retried.await.expect("the retry waited for a claim to go stale").unwrap();
+        assert!(matches!(outcome, SendOutcome::Task(_)));
+    }
+
+    /// A retry of a call whose task exists gets that task back (a blocking one, once it is
+    /// done), and the webhook it registered before its claim found the first call (for a task id
+    /// that never comes to be) is forgotten at once, not held in the push quota while the retry
+    /// waits; the first call's webhook stays.
+    #[tokio::test]
+    async fn a_retry_forgets_the_webhook_it_registered_for_a_task_it_does_not_make() {
+        let Slow { agent, slow, core, store } = Slow::new(Duration::from_millis(1_000));
+        let call = CallContext::default();
+        let owner = call.owner("").unwrap();
+        let request = request_with_webhook();
+        let mut at_once = request.clone();
+        at_once.configuration.as_mut().unwrap().return_immediately = true;
+
+        let first = core.send_message_shared(&call, at_once).await.unwrap();
         let SendOutcome::Task(first) = first else { panic!("a task, not a message") };
         let first_id = first.into_parts().0.id.clone();
-        let retry = core.send_message_shared(&call, request).await.unwrap();
-        let SendOutcome::Task(retry) = retry else { panic!("a task, not a message") };
-        assert_eq!(retry.into_parts().0.id, first_id, "the retry gets the first call's task");
+        let retry = core.send_message_shared(&call, request).await;
+        slow.log.lock().unwrap().push("answered".into());
+        let own = slow.tasks.lock().unwrap()[1].clone();
+        forgotten(&*store, &owner, &own).await;
+        let log = slow.log.lock().unwrap().clone();
+        assert_eq!(log, [own, "answered".into()], "the retry's webhook was held until it was answered");
+        let SendOutcome::Task(retry) = retry.unwrap() else { panic!("a task, not a message") };
+        let retry = retry.into_parts().0;
+        assert_eq!(retry.id, first_id, "the retry gets the first call's task");
+        assert_eq!(state_of(retry.status.as_ref()), TaskState::Completed, "once it is done");
         assert_eq!(agent.ids.lock().unwrap().len(), 1, "the agent ran once");
-
-        let tasks = slow.tasks.lock().unwrap().clone();
-        assert_eq!(tasks.len(), 2, "each call registered its webhook before its claim");
-        assert_eq!(tasks[0], first_id);
-        forgotten(&*store, &owner, &tasks[1]).await;
+        assert_eq!(slow.tasks.lock().unwrap()[0], first_id);
         assert_eq!(store.push_configs(&owner, &first_id).await.unwrap().len(), 1, "the first call's stays");
+    }
+
+    /// A guard dropped once the actor's answer was heard (while the call looked the task up,
+    /// or forgot the webhook) cannot tell from the answer: it looks the task up, and keeps the
+    /// webhook of a task that exists. It once took "no answer left" for "the agent never ran".
+    #[tokio::test]
+    async fn a_guard_dropped_after_the_answer_keeps_the_webhook_of_a_task_that_exists() {
+        let (core, store) = core_with_webhooks(Arc::new(Replier::default()));
+        let owner = CallContext::default().owner("").unwrap();
+        for exists in [true, false] {
+            let task_id = crate::proto::new_id();
+            if exists {
+                let task = Task { id: task_id.clone(), context_id: task_id.clone(), ..Default::default() };
+                store.save(&owner, Arc::new(task)).await.unwrap();
+            }
+            let config = TaskPushNotificationConfig {
+                id: "hook".into(),
+                task_id: task_id.clone(),
+                url: "http://127.0.0.1:9/hook".into(),
+                ..Default::default()
+            };
+            let registration = PushRegistration { config, version: ProtocolVersion::default() };
+            store.put_push_config(&owner, &registration, PushConfigLimits::default()).await.unwrap();
+            drop(Unborn {
+                env: core.env.clone(),
+                owner: owner.clone(),
+                task_id: task_id.clone(),
+                config_id: "hook".into(),
+                actor: Some(Actor::Answered),
+                armed: true,
+            });
+            if !exists {
+                forgotten(&*store, &owner, &task_id).await;
+                continue;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(
+                store.push_configs(&owner, &task_id).await.unwrap().len(),
+                1,
+                "the live task's webhook stays"
+            );
+        }
     }
 }

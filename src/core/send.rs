@@ -7,7 +7,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::fingerprint::fingerprint;
-use super::idempotent::{self, Claimed, Earlier, Sent};
+use super::idempotent::{self, Claim, Claimed, Earlier, Sent};
 use super::inline_webhook::InlineWebhook;
 use super::stream::{Ends, turn_stream};
 use super::{Core, EventStream, state_name, validate};
@@ -86,9 +86,12 @@ impl Core {
             let owner = sent.owner.clone();
             let admitted = begun.admitted(self, sent.new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
+                Claimed::Run(claim) => run_claimed(self, claim, admitted, begun).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(SendOutcome::Message(message)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
+                    // Not held while the earlier task is waited for: a retry's own webhook
+                    // (registered for a task it does not make) would hold a push quota place.
+                    drop(begun);
                     let task = match answer {
                         Answer::Follow => self.current_task(&owner, &task_id).await?,
                         Answer::Settle => idempotent::settled_task(self, &owner, &task_id).await?,
@@ -122,7 +125,7 @@ impl Core {
             let owner = sent.owner.clone();
             let admitted = begun.admitted(self, sent.new_task, &owner).await;
             let started = match idempotent::claim(self, sent).await? {
-                Claimed::Run(claim) => claim.run(self, started_if(admitted, begun)).await?,
+                Claimed::Run(claim) => run_claimed(self, claim, admitted, begun).await?,
                 Claimed::Earlier(Earlier::Message(message)) => return Ok(one(Payload::Message(message), 0)),
                 Claimed::Earlier(Earlier::Task(task_id)) => {
                     drop((begun, slot));
@@ -199,7 +202,7 @@ impl Begun<'_> {
     /// that a call dropped meanwhile leaves no claim behind (only the call that holds a claim
     /// settles it): the parked caps are read (`task/parked.rs`: the task may come to wait for
     /// input too), then its inline webhook is registered. A refusal of either is only held
-    /// here (see [`started_if`]). A follow-up goes to a task that exists, and registers its
+    /// here (see [`run_claimed`]). A follow-up goes to a task that exists, and registers its
     /// webhook once the claim is its own.
     async fn admitted(&mut self, core: &Core, new_task: bool, owner: &Owner) -> Result<(), A2aError> {
         if new_task {
@@ -220,13 +223,24 @@ impl Begun<'_> {
     }
 }
 
-/// How the message started, if the caps (and its webhook's registration) let it: a refusal
-/// counts only once the claim showed the message is not a retry of one that ran (whose task,
-/// or webhook, may be what fills the caps or the push quota: its retry gets it back), and the
-/// claim then goes as any refused call's does.
-async fn started_if(admitted: Result<(), A2aError>, begun: Begun<'_>) -> Result<Started, A2aError> {
-    admitted?;
-    begun.started().await
+/// Runs the message this call claimed, if what stands before its start let it
+/// ([`Begun::admitted`]). A refusal there counts only now that the claim showed the message is
+/// no retry of one that ran (whose task, or webhook, may be what fills the caps or the push
+/// quota: its retry gets it back); nothing ran, so the claim goes whatever the refusal, an
+/// UNAVAILABLE too (`Claim::refuse`), and the webhook, if one was registered, with `begun`.
+async fn run_claimed(
+    core: &Core,
+    claim: Claim,
+    admitted: Result<(), A2aError>,
+    begun: Begun<'_>,
+) -> Result<Started, A2aError> {
+    match admitted {
+        Ok(()) => claim.run(core, begun.started()).await,
+        Err(error) => {
+            drop(begun);
+            Err(claim.refuse(core, error))
+        }
+    }
 }
 
 /// Runs a new task's actor until it first waits, then waits for its answer.
