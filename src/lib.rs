@@ -31,8 +31,8 @@
 //! - [`core`]: the A2A operations, transport-neutral, one file per concept (`send.rs`,
 //!   `stream.rs`, `tasks.rs`, `push_config.rs`, `validate.rs`); validates and scopes every call.
 //!   `idempotent.rs` (with `fingerprint.rs`) answers a retried `messageId` with its first
-//!   outcome instead of running it again; `inline_webhook.rs` registers a webhook a new
-//!   task's message carries, and forgets it when no task came to be.
+//!   outcome instead of running it again; `inline_webhook/` registers a webhook a new
+//!   task's message carries (before its claim), and forgets it when no task came to be.
 //! - [`task`]: the per-task actor (`actor/`, the task's only writer; `actor/turns.rs`
 //!   answers its callers; `actor/writes.rs` its writes to the store, and in a fleet the
 //!   answers and events that wait for them, kept in `journal.rs`), the pure rules that apply
@@ -156,9 +156,9 @@
 //!   the `--upstream…` flags `config/upstream.rs`. Prove it with `tests/relay.rs` (real a2a-sdk
 //!   1.x and 0.3 upstreams, `tests/interop/upstream/`).
 //! - **Add a limit or a timeout**: a named field with a default in the settings it belongs to
-//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` (or in
-//!   its group's own file: `config/card.rs`, `exec.rs`, `redis.rs`, `upstream.rs`) and its
-//!   reading in `config/settings.rs`.
+//!   ([`core::CoreSettings`], `HttpSettings`, `PushSettings`), a flag in `config/mod.rs` and
+//!   its reading in `config/settings.rs`; or both in its group's own file (`config/card.rs`,
+//!   `exec.rs`, `redis.rs`, `upstream.rs`).
 //! - **Let a new error cross replicas** (a forwarded call's answer): its fields in
 //!   `error/between_replicas.rs`.
 pub mod agent;

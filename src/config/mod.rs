@@ -495,3 +495,6 @@ pub enum LogFormat {
     /// One JSON object per line.
     Json,
 }
+
+#[cfg(test)]
+mod tests;

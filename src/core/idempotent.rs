@@ -287,11 +287,16 @@ impl Claim {
 impl Claim {
     /// Removes the claim of a message refused before anything ran (`send.rs` `run_claimed`),
     /// whatever the refusal, an UNAVAILABLE too: no task can hold the message, so a kept claim
-    /// would only hold a retry up for [`STALE`] and stay the retention age. As a call dropped
-    /// while its claim is on its way does ([`Landing`]). Returns `error`.
-    pub(super) fn refuse(self, core: &Core, error: A2aError) -> A2aError {
-        if let Some(record) = &self.record {
-            drop(Landing { env: &core.env, sent: &self.sent, mine: record, armed: true });
+    /// would only hold a retry up for [`STALE`] and stay the retention age. Removed before the
+    /// answer, so that a retry finds the message free; a removal that fails, or a call dropped
+    /// meanwhile, leaves it to [`Landing`]'s tries. Returns `error`.
+    pub(super) async fn refuse(self, core: &Core, error: A2aError) -> A2aError {
+        let Some(record) = &self.record else { return error };
+        let mut landing = Landing { env: &core.env, sent: &self.sent, mine: record, armed: true };
+        match core.env.store.swap_sent(&self.sent.owner, &self.sent.message_id, record, None).await {
+            // Removed, or no longer this call's to remove.
+            Ok(_) => landing.armed = false,
+            Err(e) => tracing::debug!(error = %e, "removing a refused call's SendMessage claim failed"),
         }
         error
     }

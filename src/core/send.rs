@@ -238,7 +238,7 @@ async fn run_claimed(
         Ok(()) => claim.run(core, begun.started()).await,
         Err(error) => {
             drop(begun);
-            Err(claim.refuse(core, error))
+            Err(claim.refuse(core, error).await)
         }
     }
 }
