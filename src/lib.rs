@@ -36,9 +36,9 @@
 //! - [`task`]: the per-task actor (`actor/`, the task's only writer; `actor/turns.rs`
 //!   answers its callers; `actor/writes.rs` its writes to the store, and in a fleet the
 //!   answers and events that wait for them, kept in `journal.rs`), the pure rules that apply
-//!   an agent's event to a Task (`rules.rs`),
+//!   an agent's event to a Task (`rules/`),
 //!   the handle that reaches an actor (`handle.rs`) through its command channel
-//!   (`mailbox.rs`), its sequenced event log (`log.rs`, the fan-out to subscribers), the
+//!   (`mailbox.rs`), its sequenced event log (`log/`, the fan-out to subscribers), the
 //!   registry of live tasks, the task metrics, and the task store (`store/`: memory, Redis).
 //! - [`fleet`]: several replicas serving as one on Redis, behind the task layer's
 //!   [`task::fleet::Fleet`] trait: leases and the sweep for dead owners (`lease.rs`), one
@@ -115,7 +115,7 @@
 //!   retention's note and background evictor `task/store/redis/retention/`, a streaming
 //!   Task stored some events behind (how far: `--fleet-task-lag`, `fleet/mod.rs` `TASK_LAG`,
 //!   counted by `task/journal.rs`) and the readers that replay the rest
-//!   `task/store/redis/snapshot.rs` (with `task/rules.rs` `replay`); measure with
+//!   `task/store/redis/snapshot.rs` (with `task/rules/` `replay`); measure with
 //!   `a2a-bench --fleet 1` (docs/BENCHMARKS.md) and prove with `tests/store.rs` and
 //!   `tests/fleet_faults.rs`.
 //! - **Spread the fleet over a Redis Cluster**: which keys are split into pieces and how a

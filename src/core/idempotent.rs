@@ -282,9 +282,7 @@ impl Claim {
         }
         outcome
     }
-}
 
-impl Claim {
     /// Removes the claim of a message refused before anything ran (`send.rs` `run_claimed`),
     /// whatever the refusal, an UNAVAILABLE too: no task can hold the message, so a kept claim
     /// would only hold a retry up for [`STALE`] and stay the retention age. Removed before the

@@ -1,6 +1,6 @@
 //! A live task's event log, made when something first reads it.
 //!
-//! A log that no feed has ever read keeps no event (`log.rs`): it only numbers them. So until
+//! A log that no feed has ever read keeps no event (`log/`): it only numbers them. So until
 //! a subscriber or a turn asks for it, the actor keeps that number itself, and a task waiting
 //! for its client that nobody follows (most of them) holds no log at all (192 bytes).
 use std::sync::{Arc, OnceLock};
