@@ -77,6 +77,7 @@
 //!   refused such a message once; that failed 15 of the kit's checks and protected nothing a
 //!   retry needs.
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -202,10 +203,14 @@ impl Claim {
     /// Runs `work`, this call's execution of its message, refreshing the claim meanwhile; then
     /// settles the claim by the outcome (a direct reply is recorded before it is answered; a
     /// failure that left the message with no task frees the messageId).
+    ///
+    /// `work` is pinned by the caller: held here by value, it would sit in this future twice
+    /// (as the argument and as the pinned local), and the whole of it is copied with every
+    /// SendMessage's boxed future.
     pub(super) async fn run(
         self,
         core: &Core,
-        work: impl Future<Output = Result<Started, A2aError>>,
+        mut work: Pin<&mut impl Future<Output = Result<Started, A2aError>>>,
     ) -> Result<Started, A2aError> {
         let Self { sent, record } = self;
         let Some(mut record) = record else { return work.await };
@@ -217,13 +222,12 @@ impl Claim {
             record: Some(record.clone()),
         });
         let (store, owner, message_id) = (&core.env.store, &sent.owner, sent.message_id.as_str());
-        let mut work = std::pin::pin!(work);
         // Whether the record is still this call's (a refresh that found it gone says not).
         let mut held = true;
         let outcome = loop {
             tokio::select! {
                 biased;
-                outcome = &mut work => break outcome,
+                outcome = work.as_mut() => break outcome,
                 () = tokio::time::sleep(HEARTBEAT) => {
                     if sent.new_task && core.env.registry.get(owner, &sent.task_id).is_some() {
                         // The task exists here, its first message in its history: the claim

@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt};
 
 use super::fingerprint::fingerprint;
 use super::idempotent::{self, Claim, Claimed, Earlier, Sent};
@@ -59,8 +59,9 @@ impl Core {
         call: &CallContext,
         request: SendMessageRequest,
     ) -> impl Future<Output = Result<SendMessageResponse, A2aError>> + Send + use<'a> {
-        let outcome = self.send_message_shared(call, request);
-        async move { outcome.await.map(SendOutcome::into_response) }
+        // `map`, not an `async` block: a block would hold the inner future twice (as it was
+        // captured and as it is awaited), doubling what every call's boxed future copies.
+        self.send_message_shared(call, request).map(|outcome| outcome.map(SendOutcome::into_response))
     }
 
     /// SendMessage, answering with the task shared (no copy of it is made for the answer).
@@ -235,7 +236,7 @@ async fn run_claimed(
     begun: Begun<'_>,
 ) -> Result<Started, A2aError> {
     match admitted {
-        Ok(()) => claim.run(core, begun.started()).await,
+        Ok(()) => claim.run(core, std::pin::pin!(begun.started())).await,
         Err(error) => {
             drop(begun);
             Err(claim.refuse(core, error).await)

@@ -152,8 +152,10 @@ tokio::task_local! {
 }
 
 /// Runs a connection's whole service with `sends` as the one its streams report cuts to.
-pub(super) async fn connection<F: Future>(sends: Arc<Sends>, connection: F) -> F::Output {
-    CONNECTION_SENDS.scope(sends, connection).await
+///
+/// Not an `async fn`, which would hold `connection` twice (see `write_coalescing::counting`).
+pub(super) fn connection<F: Future>(sends: Arc<Sends>, connection: F) -> impl Future<Output = F::Output> {
+    CONNECTION_SENDS.scope(sends, connection)
 }
 
 /// Tells the answer's watch what it holds: the watch of the HTTP/2 stream being polled now,

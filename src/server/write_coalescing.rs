@@ -53,8 +53,14 @@ tokio::task_local! {
 
 /// Runs `connection` (a connection's whole service) as the connection that counts the streams
 /// spawned from it.
-pub(super) async fn counting<F: Future>(unstarted: Arc<Unstarted>, connection: F) -> F::Output {
-    CONNECTION.scope(unstarted, connection).await
+///
+/// Not an `async fn`: one would hold `connection` twice, as its argument and inside the scope
+/// it awaits, and every connection's task would be that much larger.
+pub(super) fn counting<F: Future>(
+    unstarted: Arc<Unstarted>,
+    connection: F,
+) -> impl Future<Output = F::Output> {
+    CONNECTION.scope(unstarted, connection)
 }
 
 /// The executor hyper spawns a connection's streams with: tokio's, counting each stream until

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 
+use futures::FutureExt as _;
 use metrics::Counter;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -141,8 +142,9 @@ where
     }
     let started = Instant::now();
     let running = span.in_scope(|| run(request, call)).instrument(span.clone());
-    async move {
-        let result = running.await;
+    // `map`, not an `async` block, which would hold `running` twice (as captured and as
+    // awaited) and so double the size of every call's future.
+    running.map(move |result| {
         let elapsed = started.elapsed();
         let outcome = match &result {
             Ok(_) => "ok",
@@ -159,7 +161,7 @@ where
         }
         handles.duration.record(elapsed);
         result
-    }
+    })
 }
 
 /// Whether request spans are exported: they are then at INFO level (see the module doc).
