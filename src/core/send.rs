@@ -236,6 +236,8 @@ async fn run_claimed(
     begun: Begun<'_>,
 ) -> Result<Started, A2aError> {
     match admitted {
+        // Pinned here, so it outlives `run`'s future (dropped after a follow-up's `Unsettled`
+        // if the call is dropped; neither drop touches what the other does).
         Ok(()) => claim.run(core, std::pin::pin!(begun.started())).await,
         Err(error) => {
             drop(begun);
